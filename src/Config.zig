@@ -1,0 +1,142 @@
+//! Every option, limit and timeout of a server, with its unit last in the name and a default
+//! fit for the open internet. `validate` ties the limits together; `Server.init` refuses a
+//! configuration it rejects, naming the offending field.
+const std = @import("std");
+const EngineKind = @import("engine.zig").Kind;
+
+const Config = @This();
+
+// Listening.
+
+/// Address to listen on: an IPv4 or IPv6 literal ("127.0.0.1", "0.0.0.0", "::1", "::").
+host: []const u8 = "127.0.0.1",
+/// TCP port; 0 asks the kernel for a free one (read it back with `Server.port`).
+port: u16 = 8080,
+/// Engine threads (each with its own listener); 0 means one per CPU.
+workers: u16 = 0,
+/// How connections are driven.
+engine: EngineKind = .epoll,
+/// Length of each listener's accept queue.
+backlog: u31 = 1024,
+
+// Connections.
+
+/// Open connections across all workers; beyond it new connections are closed at once.
+connections_max: u32 = 10_000,
+/// Requests served on one connection before it is closed (keep-alive bound).
+requests_per_connection_max: u32 = 100_000,
+
+// Request limits (answers in DESIGN.md §5).
+
+/// Longest request line, CRLF included (414 beyond).
+request_line_bytes_max: u32 = 8 * 1024,
+/// Longest request head: request line and header section (431 beyond).
+header_bytes_max: u32 = 64 * 1024,
+/// Most header fields in one request (431 beyond).
+header_count_max: u16 = 64,
+/// Largest request body after chunked decoding (413 beyond).
+body_bytes_max: u64 = 8 * 1024 * 1024,
+/// Longest chunk extension list on one chunk line (400 beyond).
+chunk_extension_bytes_max: u32 = 4 * 1024,
+/// Longest trailer section of a chunked body (400 beyond).
+trailer_bytes_max: u32 = 8 * 1024,
+
+// Memory.
+
+/// Receive buffer a busy connection starts with; a longer head borrows a large buffer.
+recv_buffer_bytes: u32 = 4 * 1024,
+/// Large (`header_bytes_max`) receive buffers per worker; beyond it a long head gets 503.
+large_buffers_max: u32 = 64,
+/// Buffer for response heads and small bodies of one pipelined batch, per busy connection.
+send_buffer_bytes: u32 = 8 * 1024,
+/// Per-request arena memory held by each busy connection before it falls back to the heap.
+arena_bytes: u32 = 8 * 1024,
+/// Largest response body a handler may build in memory (500 beyond).
+response_body_bytes_max: u64 = 64 * 1024 * 1024,
+/// Heap memory one worker may use beyond its preallocated buffers, for large bodies and
+/// arena overflow (503 or 500 beyond).
+overflow_bytes_max: u64 = 512 * 1024 * 1024,
+/// Most response header fields a handler may add (500 beyond).
+response_header_count_max: u16 = 32,
+
+// Timeouts.
+
+/// Time from a request's first byte to the end of its head (408 beyond; slowloris).
+header_timeout_ms: u32 = 10_000,
+/// Time allowed to receive a request body after its head (408 beyond; slow POST).
+body_timeout_ms: u32 = 60_000,
+/// Time an idle keep-alive connection is kept open.
+idle_timeout_ms: u32 = 60_000,
+/// Time a response may make no progress because the client does not read (then closed).
+write_timeout_ms: u32 = 30_000,
+/// After an error response, time spent reading and discarding what the client still sends
+/// before closing, so the response is not lost to a TCP reset.
+linger_timeout_ms: u32 = 2_000,
+/// On SIGINT/SIGTERM, time allowed for in-flight requests before the process exits anyway.
+shutdown_timeout_ms: u32 = 10_000,
+
+/// Why `validate` rejected a configuration.
+pub const Error = error{InvalidConfig};
+
+/// Checks that the limits fit together; on failure `reason` names the field and the rule.
+pub fn validate(config: *const Config, reason: *[]const u8) Error!void {
+    const rules = [_]struct { ok: bool, why: []const u8 }{
+        .{
+            .ok = config.request_line_bytes_max <= config.header_bytes_max,
+            .why = "request_line_bytes_max must not exceed header_bytes_max",
+        },
+        .{
+            .ok = config.recv_buffer_bytes >= 1024,
+            .why = "recv_buffer_bytes must be at least 1024",
+        },
+        .{
+            .ok = config.recv_buffer_bytes <= config.header_bytes_max,
+            .why = "recv_buffer_bytes must not exceed header_bytes_max",
+        },
+        .{
+            .ok = config.header_bytes_max <= 16 * 1024 * 1024,
+            .why = "header_bytes_max must not exceed 16 MiB",
+        },
+        .{ .ok = config.header_count_max >= 1, .why = "header_count_max must be at least 1" },
+        .{
+            .ok = config.send_buffer_bytes >= 2048,
+            .why = "send_buffer_bytes must be at least 2048",
+        },
+        .{ .ok = config.connections_max >= 1, .why = "connections_max must be at least 1" },
+        .{
+            .ok = config.requests_per_connection_max >= 1,
+            .why = "requests_per_connection_max must be at least 1",
+        },
+        .{ .ok = config.backlog >= 1, .why = "backlog must be at least 1" },
+        .{
+            .ok = config.workers <= 1024,
+            .why = "workers must not exceed 1024",
+        },
+    };
+    for (rules) |rule| {
+        if (!rule.ok) {
+            reason.* = rule.why;
+            return error.InvalidConfig;
+        }
+    }
+}
+
+/// The number of worker threads `workers` asks for on this machine.
+pub fn workerCount(config: *const Config) u16 {
+    if (config.workers != 0) return config.workers;
+    const cpus = std.Thread.getCpuCount() catch 1;
+    return @intCast(@min(cpus, 1024));
+}
+
+test "Config: defaults are valid" {
+    var reason: []const u8 = "";
+    const config: Config = .{};
+    try config.validate(&reason);
+}
+
+test "Config: inconsistent limits are named" {
+    var reason: []const u8 = "";
+    const config: Config = .{ .request_line_bytes_max = 100_000 };
+    try std.testing.expectError(error.InvalidConfig, config.validate(&reason));
+    try std.testing.expect(std.mem.find(u8, reason, "request_line_bytes_max") != null);
+}

@@ -1,0 +1,696 @@
+//! One client connection's HTTP/1 lifecycle, as a state machine that makes no syscalls
+//! (RFC 9112 §9: persistence, pipelining, closing). The engine asks `next()` what to do, does
+//! it, and reports back (`onRecv`, `onSend`, `onShutdown`, `onTimeout`); parsing, body framing,
+//! calling the handler and building responses all happen here, so every engine behaves alike.
+//!
+//! Pipelining: every complete request in the receive buffer is answered before anything is
+//! sent, and the responses leave together in one batch (one `writev`), in request order.
+//!
+//! An idle connection holds no buffers: the `Exchange` with its buffers is borrowed from the
+//! worker when a request's first byte arrives and returned once the connection is idle again.
+const std = @import("std");
+const assert = std.debug.assert;
+const posix = std.posix;
+const http = @import("http.zig");
+const Worker = @import("Worker.zig");
+const Exchange = @import("Exchange.zig");
+const Request = @import("Request.zig");
+const Response = @import("Response.zig");
+const RequestParser = @import("http1/RequestParser.zig");
+const ChunkedDecoder = @import("http1/ChunkedDecoder.zig");
+const ResponseHead = @import("http1/ResponseHead.zig");
+
+const log = std.log.scoped(.saker);
+
+const Connection = @This();
+
+worker: *Worker,
+/// Buffers and request state, held only while a request is in progress.
+exchange: ?*Exchange = null,
+phase: Phase = .idle,
+/// Close once the current batch has been sent.
+close_after_send: bool = false,
+/// After the last response, shut down the write side and read until the client closes,
+/// so unread request bytes do not turn into a TCP reset that destroys the response.
+linger: bool = false,
+/// Requests answered on this connection.
+requests_served: u32 = 0,
+/// When the read side times out (idle, head, body or linger), on the worker's clock.
+read_deadline_ms: u64,
+/// When a batch that makes no progress times out.
+send_deadline_ms: u64 = 0,
+/// Set by engines that run handlers on a thread of their own, to stream responses.
+sink: ?*const Sink = null,
+
+/// Where a connection is in its request/response cycle.
+pub const Phase = enum {
+    /// Waiting for the first byte of a request; no exchange held.
+    idle,
+    /// Receiving a request head.
+    head,
+    /// Receiving a request body.
+    body,
+    /// The last response is out; the engine must shut down the write side.
+    shutdown,
+    /// Reading and discarding until the client closes or `linger_timeout_ms` passes.
+    linger,
+    /// Finished: the engine closes the socket and calls `deinit`.
+    closed,
+};
+
+/// What the engine must do next.
+pub const Next = union(enum) {
+    /// Read into `recvBuffer()` when the socket is readable, then call `onRecv`.
+    recv,
+    /// Write these bytes (one writev), then call `onSend` with the count written.
+    send: []const posix.iovec_const,
+    /// Send this file range (sendfile), then call `onSend` with the count sent.
+    send_file: Response.File,
+    /// shutdown(SHUT_WR), then call `onShutdown`.
+    shutdown,
+    /// Close the socket, then call `deinit`.
+    close,
+};
+
+/// Blocking output for engines whose handlers may write while they run (streaming).
+pub const Sink = struct {
+    context: *anyopaque,
+    /// Writes all of `iovecs`; fails when the client is gone.
+    writeAll: *const fn (context: *anyopaque, iovecs: []const posix.iovec_const) error{ClientGone}!void,
+};
+
+/// A new connection, idle until its first byte arrives.
+pub fn init(worker: *Worker) Connection {
+    return .{
+        .worker = worker,
+        .read_deadline_ms = worker.now_ms + worker.config.idle_timeout_ms,
+    };
+}
+
+/// Gives back everything the connection holds. Call once, after the socket is closed.
+pub fn deinit(c: *Connection) void {
+    if (c.exchange) |x| {
+        if (x.file) |file| if (file.close_when_done) closeFile(file.fd);
+        x.file = null;
+        x.iovec_index = x.iovec_count;
+        c.worker.releaseExchange(x);
+        c.exchange = null;
+    }
+    c.phase = .closed;
+}
+
+/// What the engine must do next.
+pub fn next(c: *const Connection) Next {
+    switch (c.phase) {
+        .closed => return .close,
+        .shutdown => return .shutdown,
+        else => {},
+    }
+    if (c.exchange) |x| {
+        if (x.iovec_index < x.iovec_count) return .{ .send = x.iovecs[x.iovec_index..x.iovec_count] };
+        if (x.file) |file| return .{ .send_file = file };
+    }
+    return .recv;
+}
+
+/// When the engine must call `onTimeout` (worker clock, milliseconds).
+pub fn deadline(c: *const Connection) u64 {
+    if (c.exchange) |x| if (x.sending()) return c.send_deadline_ms;
+    return c.read_deadline_ms;
+}
+
+/// The buffer to read into. Borrows an exchange if the connection was idle; null when the
+/// worker has none left (the engine then closes the connection).
+pub fn recvBuffer(c: *Connection) ?[]u8 {
+    assert(c.next() == .recv);
+    const x = c.exchange orelse blk: {
+        const x = c.worker.acquireExchange() orelse return null;
+        c.exchange = x;
+        break :blk x;
+    };
+    switch (c.phase) {
+        .idle, .head => {
+            if (x.head_start > 0) x.compact();
+            assert(x.recv_end < x.recv.len);
+            return x.recv[x.recv_end..];
+        },
+        .body => return switch (x.body) {
+            .buffer => |b| b.bytes[b.received..],
+            .in_place, .chunked => x.recv[x.recv_end..],
+            .none => unreachable,
+        },
+        .linger => return x.recv_small,
+        .shutdown, .closed => unreachable,
+    }
+}
+
+/// The read found nothing (EAGAIN): give the exchange back if the connection is idle.
+pub fn onWouldBlock(c: *Connection) void {
+    c.releaseIfIdle();
+}
+
+/// `n` bytes were read into `recvBuffer()`; 0 means the client closed its side.
+pub fn onRecv(c: *Connection, n: usize) void {
+    const x = c.exchange.?;
+    if (n == 0) return c.onPeerClosed();
+    switch (c.phase) {
+        .idle => {
+            c.phase = .head;
+            c.read_deadline_ms = c.worker.now_ms + c.worker.config.header_timeout_ms;
+            x.recv_end += @intCast(n);
+        },
+        .head => x.recv_end += @intCast(n),
+        .body => switch (x.body) {
+            .buffer => |*b| b.received += n,
+            .in_place, .chunked => x.recv_end += @intCast(n),
+            .none => unreachable,
+        },
+        .linger => return,
+        .shutdown, .closed => unreachable,
+    }
+    c.process();
+}
+
+/// `n` bytes of the batch (iovecs, then file) were sent.
+pub fn onSend(c: *Connection, n: usize) void {
+    const x = c.exchange.?;
+    c.send_deadline_ms = c.worker.now_ms + c.worker.config.write_timeout_ms;
+    if (x.iovec_index < x.iovec_count) {
+        x.advanceIovecs(n);
+    } else {
+        const file = &x.file.?;
+        assert(n <= file.len);
+        file.offset += n;
+        file.len -= n;
+        if (file.len == 0) {
+            if (file.close_when_done) closeFile(file.fd);
+            x.file = null;
+        }
+    }
+    if (!x.sending()) c.batchSent();
+}
+
+/// The write side was shut down; start lingering.
+pub fn onShutdown(c: *Connection) void {
+    assert(c.phase == .shutdown);
+    c.phase = .linger;
+    c.read_deadline_ms = c.worker.now_ms + c.worker.config.linger_timeout_ms;
+}
+
+/// The socket failed (reset, broken pipe): nothing more can be done but close.
+pub fn onError(c: *Connection) void {
+    c.phase = .closed;
+}
+
+/// `deadline()` has passed.
+pub fn onTimeout(c: *Connection) void {
+    if (c.exchange) |x| if (x.sending()) {
+        c.phase = .closed; // the client stopped reading
+        return;
+    };
+    switch (c.phase) {
+        .idle, .linger, .shutdown, .closed => c.phase = .closed,
+        .head => {
+            const x = c.exchange.?;
+            if (x.head_start == x.recv_end) {
+                c.phase = .closed;
+            } else {
+                c.fail(.request_timeout, "request head not received in time");
+            }
+        },
+        .body => c.fail(.request_timeout, "request body not received in time"),
+    }
+}
+
+/// Server shutdown: close if idle; otherwise finish the current request, then close.
+pub fn drain(c: *Connection) void {
+    if (c.phase == .idle and c.exchange == null) c.phase = .closed;
+}
+
+fn onPeerClosed(c: *Connection) void {
+    // Responses already produced were sent before this read (next() puts sends first), so a
+    // client that half-closes after a complete request has its answer. A partial request
+    // can never be completed.
+    c.phase = .closed;
+}
+
+fn releaseIfIdle(c: *Connection) void {
+    const x = c.exchange orelse return;
+    if (c.phase != .idle and c.phase != .head) return;
+    if (x.sending() or x.head_start != x.recv_end or x.body != .none) return;
+    c.worker.releaseExchange(x);
+    c.exchange = null;
+    if (c.phase == .head) {
+        c.phase = .idle;
+        c.read_deadline_ms = c.worker.now_ms + c.worker.config.idle_timeout_ms;
+    }
+}
+
+/// Parses and answers every complete request in the buffer, until the batch is full, the
+/// connection must close, or more bytes are needed.
+fn process(c: *Connection) void {
+    const x = c.exchange.?;
+    while (!c.close_after_send) {
+        switch (c.phase) {
+            .head => if (!c.processHead(x)) break,
+            .body => {
+                if (!c.processBody(x)) break;
+                c.dispatch(x);
+                c.finishRequest(x);
+                if (x.batchFull()) break;
+            },
+            else => break,
+        }
+    }
+    if (x.sending()) c.send_deadline_ms = c.worker.now_ms + c.worker.config.write_timeout_ms;
+}
+
+/// Returns true when a head is complete and the body phase has begun.
+fn processHead(c: *Connection, x: *Exchange) bool {
+    const bytes = x.recv[x.head_start..x.recv_end];
+    const progress = x.parser.feed(bytes) catch |err| {
+        c.fail(RequestParser.status(err), RequestParser.message(err));
+        return false;
+    };
+    switch (progress) {
+        .need_more => {
+            c.makeRoomForHead(x);
+            return false;
+        },
+        .complete => return c.startBody(x),
+    }
+}
+
+/// Ensures the receive buffer can take more of an incomplete head.
+fn makeRoomForHead(c: *Connection, x: *Exchange) void {
+    if (x.recv_end < x.recv.len) return;
+    if (x.head_start > 0) return; // recvBuffer compacts
+    if (x.recv.ptr != x.recv_small.ptr) {
+        c.fail(.request_header_fields_too_large, "request header section too large");
+        return;
+    }
+    const large = c.worker.acquireLarge() orelse {
+        c.fail(.service_unavailable, "too many large request heads in progress");
+        return;
+    };
+    x.moveTo(large);
+}
+
+/// Sets up body reception for the head just parsed. Returns false if the request failed.
+fn startBody(c: *Connection, x: *Exchange) bool {
+    const head = &x.parser.head;
+    const config = c.worker.config;
+    if (head.method == .CONNECT) {
+        c.fail(.not_implemented, "CONNECT is not supported");
+        return false;
+    }
+    x.body_start = x.head_start + head.len;
+    c.phase = .body;
+    c.read_deadline_ms = c.worker.now_ms + config.body_timeout_ms;
+    switch (head.framing) {
+        .none => x.body = .none,
+        .content_length => |length| {
+            if (length > config.body_bytes_max) {
+                c.fail(.content_too_large, "request body too large");
+                return false;
+            }
+            if (x.body_start + length <= x.recv.len) {
+                x.body = .{ .in_place = .{ .end = @intCast(x.body_start + length) } };
+            } else {
+                const bytes = x.arena.allocator().alloc(u8, @intCast(length)) catch {
+                    c.fail(.service_unavailable, "server out of memory for request bodies");
+                    return false;
+                };
+                const have = x.recv_end - x.body_start;
+                @memcpy(bytes[0..have], x.recv[x.body_start..x.recv_end]);
+                x.recv_end = x.body_start;
+                x.body = .{ .buffer = .{ .bytes = bytes, .received = have } };
+            }
+        },
+        .chunked => x.body = .{ .chunked = .{
+            .decoder = .init(.{
+                .extension_bytes_max = config.chunk_extension_bytes_max,
+                .trailer_bytes_max = config.trailer_bytes_max,
+            }),
+            .body_end = x.body_start,
+            .raw_pos = x.body_start,
+        } },
+    }
+    return true;
+}
+
+/// Receives the body; returns true when it is complete.
+fn processBody(c: *Connection, x: *Exchange) bool {
+    const complete = switch (x.body) {
+        .none => true,
+        .in_place => |b| x.recv_end >= b.end,
+        .buffer => |b| b.received == b.bytes.len,
+        .chunked => |*chunked| c.decodeChunked(x, chunked) catch return false,
+    };
+    if (!complete and x.parser.head.expect_continue) {
+        // RFC 9110 §10.1.1: the client waits for this before sending the body. Sent once,
+        // and only when the body is acceptable (limits were checked in startBody).
+        x.parser.head.expect_continue = false;
+        const interim = "HTTP/1.1 100 Continue\r\n\r\n";
+        if (x.reserveOut(interim.len)) |slice| {
+            @memcpy(slice, interim);
+            x.appendIovec(slice);
+        }
+    }
+    return complete;
+}
+
+/// Decodes what arrived of a chunked body, keeping decoded bytes in place. Returns whether the
+/// body is complete; fails the request (and returns an error) on bad framing or size.
+fn decodeChunked(c: *Connection, x: *Exchange, chunked: *Exchange.Chunked) error{Failed}!bool {
+    const limit = c.worker.config.body_bytes_max;
+    while (chunked.raw_pos < x.recv_end and !chunked.decoder.done()) {
+        const output = chunked.decoder.feed(x.recv[chunked.raw_pos..x.recv_end]) catch |err| {
+            c.fail(.bad_request, ChunkedDecoder.message(err));
+            return error.Failed;
+        };
+        chunked.decoded_len += output.data.len;
+        if (chunked.decoded_len > limit) {
+            c.fail(.content_too_large, "request body too large");
+            return error.Failed;
+        }
+        if (output.data.len > 0) {
+            // Data moves down over the framing before it; both lie in recv.
+            const dest = x.recv[chunked.body_end..][0..output.data.len];
+            std.mem.copyForwards(u8, dest, output.data);
+            chunked.body_end += @intCast(output.data.len);
+        }
+        chunked.raw_pos += @intCast(output.consumed);
+    }
+    if (chunked.decoder.done()) return true;
+    // Everything received is decoded: the raw area collapses onto the decoded bytes.
+    x.recv_end = chunked.body_end;
+    chunked.raw_pos = chunked.body_end;
+    if (x.recv_end < x.recv.len) return false;
+    // The buffer is full of decoded body: move it to the arena and reuse the space.
+    const decoded = x.recv[x.body_start..chunked.body_end];
+    if (decoded.len == 0) {
+        c.fail(.request_header_fields_too_large, "request head leaves no room for the body");
+        return error.Failed;
+    }
+    chunked.spill.appendSlice(x.arena.allocator(), decoded) catch {
+        c.fail(.service_unavailable, "server out of memory for request bodies");
+        return error.Failed;
+    };
+    chunked.body_end = x.body_start;
+    chunked.raw_pos = x.body_start;
+    x.recv_end = x.body_start;
+    return false;
+}
+
+/// The complete body of the current request, and where the next request starts.
+fn takeBody(c: *Connection, x: *Exchange) error{Failed}!struct { bytes: []const u8, next_start: u32 } {
+    return switch (x.body) {
+        .none => .{ .bytes = "", .next_start = x.body_start },
+        .in_place => |b| .{ .bytes = x.recv[x.body_start..b.end], .next_start = b.end },
+        .buffer => |b| .{ .bytes = b.bytes, .next_start = x.recv_end },
+        .chunked => |*chunked| blk: {
+            const in_place = x.recv[x.body_start..chunked.body_end];
+            if (chunked.spill.items.len == 0)
+                break :blk .{ .bytes = in_place, .next_start = chunked.raw_pos };
+            chunked.spill.appendSlice(x.arena.allocator(), in_place) catch {
+                c.fail(.service_unavailable, "server out of memory for request bodies");
+                return error.Failed;
+            };
+            break :blk .{ .bytes = chunked.spill.items, .next_start = chunked.raw_pos };
+        },
+    };
+}
+
+/// Calls the handler for the complete request and adds its response to the batch.
+fn dispatch(c: *Connection, x: *Exchange) void {
+    const body = c.takeBody(x) catch return;
+    const head = &x.parser.head;
+    x.request = .init(head, body.bytes, x.arena.allocator());
+    const free = x.out.len - x.out_len;
+    const body_buffer = if (free >= Exchange.head_reserve + 256)
+        x.out[x.out_len + Exchange.head_reserve ..]
+    else
+        x.out[x.out.len..];
+    x.response = .init(.{
+        .arena = x.arena.allocator(),
+        .header_storage = x.response_header_storage,
+        .body_buffer = body_buffer,
+        .body_bytes_max = c.worker.config.response_body_bytes_max,
+        .discard_body = head.method == .HEAD,
+        .stream = if (c.sink != null) .{ .context = c, .sendChunk = sendChunk } else null,
+    });
+    const res = &x.response;
+    c.worker.dispatch.handle(c.worker.dispatch.context, &x.request, res) catch |err| {
+        return c.handlerFailed(x, err);
+    };
+    if (res.failure) |err| return c.handlerFailed(x, err);
+    if (res.status.code() < 200) return c.handlerFailed(x, error.InterimStatusFromHandler);
+    c.finishResponse(x);
+}
+
+fn handlerFailed(c: *Connection, x: *Exchange, err: anyerror) void {
+    log.warn("handler failed on {s} {s}: {t}", .{ x.request.method.name(), x.request.path, err });
+    if (x.response.streaming) {
+        // The head is out; the only honest signal left is an incomplete body.
+        c.close_after_send = true;
+        return;
+    }
+    c.fail(.internal_server_error, "the handler failed");
+}
+
+/// Whether the connection stays open after the current response (RFC 9112 §9.3, §9.6).
+fn keepAlive(c: *const Connection, x: *const Exchange) bool {
+    return x.parser.head.keep_alive and x.response.keep_alive and !c.worker.draining and
+        c.requests_served + 1 < c.worker.config.requests_per_connection_max;
+}
+
+fn connectionField(c: *const Connection, x: *const Exchange, keep: bool) ResponseHead.Connection {
+    _ = c;
+    if (!keep) return .close;
+    return if (x.parser.head.version == .http10) .keep_alive else .default;
+}
+
+/// Writes the head of the handler's response and adds head and body to the batch.
+fn finishResponse(c: *Connection, x: *Exchange) void {
+    const res = &x.response;
+    const keep = c.keepAlive(x);
+    if (!keep) c.close_after_send = true;
+    if (res.streaming) return c.finishStream(x);
+    const no_content = res.status.forbidsContent();
+    const send_body = !no_content and !res.discard_body;
+    const head: ResponseHead = .{
+        .status = res.status,
+        .date_line = c.worker.date.line(),
+        .content_type = res.content_type,
+        .framing = if (no_content) .none else .{ .length = res.contentLength() },
+        .connection = c.connectionField(x, keep),
+        .headers = res.headers(),
+    };
+    const head_len = head.len();
+    switch (res.body) {
+        .buffered => {
+            const body = res.bufferedBody();
+            const reserved = x.out[x.out_len..];
+            const in_out = body.len > 0 and body.ptr == reserved.ptr + Exchange.head_reserve;
+            if ((in_out or body.len == 0) and head_len <= Exchange.head_reserve and
+                reserved.len >= head_len)
+            {
+                // Head goes in front of the body, which slides down to meet it: one iovec.
+                const written = head.write(reserved);
+                const body_len = if (send_body) body.len else 0;
+                std.mem.copyForwards(u8, reserved[written.len..][0..body_len], body[0..body_len]);
+                x.out_len += written.len + body_len;
+                x.appendIovec(reserved[0 .. written.len + body_len]);
+            } else {
+                c.appendHead(x, &head) catch return;
+                if (send_body) x.appendIovec(body);
+            }
+        },
+        .bytes => |bytes| {
+            c.appendHead(x, &head) catch return;
+            if (send_body) x.appendIovec(bytes);
+        },
+        .file => |file| {
+            c.appendHead(x, &head) catch return;
+            if (send_body and file.len > 0) {
+                x.file = file;
+            } else if (file.close_when_done) closeFile(file.fd);
+        },
+    }
+}
+
+/// Writes `head` into the send buffer (or the arena when it is full) and adds it to the batch.
+fn appendHead(c: *Connection, x: *Exchange, head: *const ResponseHead) error{Failed}!void {
+    const len = head.len();
+    const buffer = x.reserveOut(len) orelse x.arena.allocator().alloc(u8, len) catch {
+        c.close_after_send = true;
+        c.phase = .closed;
+        return error.Failed;
+    };
+    x.appendIovec(head.write(buffer));
+}
+
+/// Ends a streamed response: the rest of the body as a chunk, then the last chunk.
+fn finishStream(c: *Connection, x: *Exchange) void {
+    const res = &x.response;
+    const rest = res.bufferedBody();
+    if (x.parser.head.version == .http10) {
+        // HTTP/1.0 has no chunked coding: the body ends when the connection does.
+        const copy = x.arena.allocator().dupe(u8, rest) catch return c.abort();
+        x.appendIovec(copy);
+        c.close_after_send = true;
+        return;
+    }
+    var size_line: [20]u8 = undefined;
+    const size = chunkSizeLine(&size_line, rest.len);
+    const framing_len = size.len + rest.len + 2 + "0\r\n\r\n".len;
+    const out = x.reserveOut(framing_len) orelse x.arena.allocator().alloc(u8, framing_len) catch
+        return c.abort();
+    var i: usize = 0;
+    if (rest.len > 0) {
+        @memcpy(out[i..][0..size.len], size);
+        i += size.len;
+        @memcpy(out[i..][0..rest.len], rest);
+        i += rest.len;
+        @memcpy(out[i..][0..2], "\r\n");
+        i += 2;
+    }
+    @memcpy(out[i..][0..5], "0\r\n\r\n");
+    i += 5;
+    x.appendIovec(out[0..i]);
+}
+
+fn chunkSizeLine(buffer: *[20]u8, len: usize) []const u8 {
+    return std.mem.print(buffer, "{x}\r\n", .{len}) catch unreachable;
+}
+
+fn abort(c: *Connection) void {
+    c.close_after_send = true;
+    c.phase = .closed;
+}
+
+/// Response.Stream implementation: send earlier responses, the head once, then a chunk.
+fn sendChunk(context: *anyopaque, res: *Response, parts: []const []const u8) error{ClientGone}!void {
+    const c: *Connection = @ptrCast(@alignCast(context));
+    const sink = c.sink.?;
+    const x = c.exchange.?;
+    assert(x.file == null);
+    if (x.iovec_index < x.iovec_count) {
+        try sink.writeAll(sink.context, x.iovecs[x.iovec_index..x.iovec_count]);
+        x.iovec_index = x.iovec_count;
+    }
+    var iovecs: [12]posix.iovec_const = undefined;
+    var n: usize = 0;
+    const http10 = x.parser.head.version == .http10;
+    if (!res.streaming) {
+        const keep = !http10 and c.keepAlive(x);
+        const head: ResponseHead = .{
+            .status = res.status,
+            .date_line = c.worker.date.line(),
+            .content_type = res.content_type,
+            .framing = if (http10) .none else .chunked,
+            .connection = if (keep) .default else .close,
+            .headers = res.headers(),
+        };
+        const buffer = x.arena.allocator().alloc(u8, head.len()) catch return error.ClientGone;
+        iovecs[n] = iovec(head.write(buffer));
+        n += 1;
+        res.streaming = true;
+        if (!keep) c.close_after_send = true;
+    }
+    var total: usize = 0;
+    for (parts) |part| total += part.len;
+    var size_line: [20]u8 = undefined;
+    if (!http10) {
+        iovecs[n] = iovec(chunkSizeLine(&size_line, total));
+        n += 1;
+    }
+    for (parts) |part| {
+        iovecs[n] = iovec(part);
+        n += 1;
+    }
+    if (!http10) {
+        iovecs[n] = iovec("\r\n");
+        n += 1;
+    }
+    try sink.writeAll(sink.context, iovecs[0..n]);
+}
+
+fn iovec(bytes: []const u8) posix.iovec_const {
+    return .{ .base = bytes.ptr, .len = bytes.len };
+}
+
+/// Moves on to the next request after a response was added to the batch.
+fn finishRequest(c: *Connection, x: *Exchange) void {
+    const next_start = switch (x.body) {
+        .none => x.body_start,
+        .in_place => |b| b.end,
+        .buffer => x.recv_end,
+        .chunked => |chunked| chunked.raw_pos,
+    };
+    x.head_start = next_start;
+    x.body = .none;
+    x.parser.reset();
+    c.requests_served += 1;
+    c.worker.requests_total += 1;
+    c.phase = .head;
+    c.read_deadline_ms = c.worker.now_ms + c.worker.config.header_timeout_ms;
+}
+
+/// Answers with an error status and closes (DESIGN.md §5).
+fn fail(c: *Connection, status: http.Status, message: []const u8) void {
+    const x = c.exchange.?;
+    c.close_after_send = true;
+    c.linger = true;
+    x.body = .none;
+    var body_buffer: [160]u8 = undefined;
+    const body = std.mem.print(&body_buffer, "{d} {s}: {s}\n", .{ status.code(), status.phrase(), message }) catch
+        unreachable; // messages are short literals
+    const head: ResponseHead = .{
+        .status = status,
+        .date_line = c.worker.date.line(),
+        .content_type = "text/plain; charset=utf-8",
+        .framing = .{ .length = body.len },
+        .connection = .close,
+    };
+    const len = head.len() + body.len;
+    const out = x.reserveOut(len) orelse x.arena.allocator().alloc(u8, len) catch return c.abort();
+    const written = head.write(out);
+    @memcpy(out[written.len..][0..body.len], body);
+    // A file body would have ended the batch, so there is room for one more iovec.
+    x.appendIovec(out[0..len]);
+    c.send_deadline_ms = c.worker.now_ms + c.worker.config.write_timeout_ms;
+}
+
+/// Called when the batch has been sent: continue with pipelined requests, go idle, or close.
+fn batchSent(c: *Connection) void {
+    const x = c.exchange.?;
+    x.clearBatch();
+    if (c.close_after_send) {
+        c.phase = if (c.linger) .shutdown else .closed;
+        return;
+    }
+    switch (c.phase) {
+        .head => {
+            // Nothing of a finished request is referenced any more.
+            x.arena.reset();
+            if (x.head_start < x.recv_end) {
+                c.process();
+            } else {
+                c.releaseIfIdle();
+            }
+        },
+        .body => {}, // a 100 Continue went out; the body comes next
+        else => unreachable,
+    }
+}
+
+fn closeFile(fd: posix.fd_t) void {
+    _ = std.os.linux.close(fd);
+}
+
+test {
+    _ = @import("connection_test.zig");
+    _ = @import("testing/bytes.zig");
+}

@@ -1,0 +1,190 @@
+//! What one engine thread shares among its connections: the handler dispatch, the pools of
+//! exchanges and large buffers (reserved at start-up, handed out without locks or syscalls),
+//! the Date line, the clock the engine last read and the heap budget. Pools are carved out of
+//! one mapping each and touched lazily, so memory nobody used never becomes resident.
+const std = @import("std");
+const assert = std.debug.assert;
+const Config = @import("Config.zig");
+const Arena = @import("Arena.zig");
+const DateCache = @import("DateCache.zig");
+const Exchange = @import("Exchange.zig");
+const Request = @import("Request.zig");
+const Response = @import("Response.zig");
+
+const Worker = @This();
+
+gpa: std.mem.Allocator,
+config: *const Config,
+dispatch: Dispatch,
+/// The Date header line, refreshed by the engine once a second.
+date: DateCache = .{},
+/// Monotonic clock in milliseconds, as last read by the engine.
+now_ms: u64 = 0,
+/// Set when the server shuts down: responses say `Connection: close` and idle connections go.
+draining: bool = false,
+/// Heap bytes this worker may still take for large bodies and arena overflow.
+budget: Arena.Budget,
+
+exchange_layout: Exchange.Layout,
+/// The exchanges (touched only when first handed out).
+exchanges: []Exchange,
+/// Their buffers, `exchange_layout.stride()` bytes each.
+exchange_memory: []align(std.heap.page_size_min) u8,
+/// Exchanges handed out at least once; those at or past it are untouched.
+exchanges_touched: u32 = 0,
+free_exchanges: ?*Exchange = null,
+/// Exchanges in use.
+exchanges_busy: u32 = 0,
+
+/// Large receive buffers (`header_bytes_max` each), for heads that outgrow the small one.
+large_memory: []align(std.heap.page_size_min) u8,
+large_touched: u32 = 0,
+/// Free large buffers (the first bytes of each hold the link).
+free_large: ?*LargeLink = null,
+
+/// Requests answered (a metric).
+requests_total: u64 = 0,
+
+/// How a worker calls the handler: a type-erased `handle` made by `Server(Handler)`.
+pub const Dispatch = struct {
+    context: *anyopaque,
+    handle: *const fn (context: *anyopaque, req: *Request, res: *Response) anyerror!void,
+};
+
+const LargeLink = struct { next: ?*LargeLink };
+
+/// Reserves the pools for `connections_max` connections. Memory is mapped, not touched.
+pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, dispatch: Dispatch, connections_max: u32) !void {
+    assert(connections_max > 0);
+    const layout: Exchange.Layout = .{
+        .recv_bytes = config.recv_buffer_bytes,
+        .out_bytes = config.send_buffer_bytes,
+        .arena_bytes = config.arena_bytes,
+        .header_count = config.header_count_max,
+        .response_header_count = config.response_header_count_max,
+    };
+    const page = std.heap.page_allocator;
+    const exchanges = try page.alloc(Exchange, connections_max);
+    errdefer page.free(exchanges);
+    const exchange_memory = try page.alignedAlloc(u8, .fromByteUnits(std.heap.page_size_min), connections_max * layout.stride());
+    errdefer page.free(exchange_memory);
+    const large_memory = try page.alignedAlloc(u8, .fromByteUnits(std.heap.page_size_min), @as(usize, config.large_buffers_max) * config.header_bytes_max);
+    worker.* = .{
+        .gpa = gpa,
+        .config = config,
+        .dispatch = dispatch,
+        .budget = .init(config.overflow_bytes_max),
+        .exchange_layout = layout,
+        .exchanges = exchanges,
+        .exchange_memory = exchange_memory,
+        .large_memory = large_memory,
+    };
+}
+
+/// Unmaps the pools. Asserts every exchange was returned.
+pub fn deinit(worker: *Worker) void {
+    assert(worker.exchanges_busy == 0);
+    const page = std.heap.page_allocator;
+    page.free(worker.exchanges);
+    page.free(worker.exchange_memory);
+    page.free(worker.large_memory);
+    worker.* = undefined;
+}
+
+/// Hands out an exchange, or null when all `connections_max` are busy.
+pub fn acquireExchange(worker: *Worker) ?*Exchange {
+    const exchange = if (worker.free_exchanges) |free| blk: {
+        worker.free_exchanges = free.next_free;
+        break :blk free;
+    } else blk: {
+        if (worker.exchanges_touched == worker.exchanges.len) return null;
+        const index = worker.exchanges_touched;
+        worker.exchanges_touched += 1;
+        const stride = worker.exchange_layout.stride();
+        const memory: []align(64) u8 = @alignCast(worker.exchange_memory[index * stride ..][0..stride]);
+        const exchange = &worker.exchanges[index];
+        exchange.init(memory, worker.exchange_layout, .{
+            .request_line_bytes_max = worker.config.request_line_bytes_max,
+            .header_bytes_max = worker.config.header_bytes_max,
+        }, worker.gpa, &worker.budget);
+        break :blk exchange;
+    };
+    worker.exchanges_busy += 1;
+    exchange.next_free = null;
+    return exchange;
+}
+
+/// Takes an exchange back, with any large buffer it holds. Its request state is reset.
+pub fn releaseExchange(worker: *Worker, exchange: *Exchange) void {
+    assert(worker.exchanges_busy > 0);
+    assert(!exchange.sending());
+    if (exchange.recv.ptr != exchange.recv_small.ptr) worker.releaseLarge(exchange.recv);
+    exchange.arena.reset();
+    exchange.recv = exchange.recv_small;
+    exchange.head_start = 0;
+    exchange.recv_end = 0;
+    exchange.body = .none;
+    exchange.out_len = 0;
+    exchange.iovec_count = 0;
+    exchange.iovec_index = 0;
+    exchange.parser.reset();
+    exchange.next_free = worker.free_exchanges;
+    worker.free_exchanges = exchange;
+    worker.exchanges_busy -= 1;
+}
+
+/// Hands out a large receive buffer, or null when all are in use.
+pub fn acquireLarge(worker: *Worker) ?[]u8 {
+    const size = worker.config.header_bytes_max;
+    if (worker.free_large) |link| {
+        worker.free_large = link.next;
+        const bytes: [*]u8 = @ptrCast(link);
+        return bytes[0..size];
+    }
+    if (worker.large_touched == worker.config.large_buffers_max) return null;
+    const buffer = worker.large_memory[@as(usize, worker.large_touched) * size ..][0..size];
+    worker.large_touched += 1;
+    return buffer;
+}
+
+/// Takes a large buffer back.
+pub fn releaseLarge(worker: *Worker, buffer: []u8) void {
+    assert(buffer.len == worker.config.header_bytes_max);
+    const link: *LargeLink = @ptrCast(@alignCast(buffer.ptr));
+    link.* = .{ .next = worker.free_large };
+    worker.free_large = link;
+}
+
+/// Reads the clocks: monotonic milliseconds for timeouts, wall-clock seconds for Date.
+pub fn updateClock(worker: *Worker) void {
+    var mono: std.os.linux.timespec = undefined;
+    _ = std.os.linux.clock_gettime(.MONOTONIC_COARSE, &mono);
+    worker.now_ms = @as(u64, @intCast(mono.sec)) * 1000 + @as(u64, @intCast(mono.nsec)) / std.time.ns_per_ms;
+    var real: std.os.linux.timespec = undefined;
+    _ = std.os.linux.clock_gettime(.REALTIME_COARSE, &real);
+    worker.date.update(real.sec);
+}
+
+test "Worker: pools hand out, take back and refuse when exhausted" {
+    const Noop = struct {
+        fn handle(_: *anyopaque, _: *Request, _: *Response) anyerror!void {}
+    };
+    var context: u8 = 0;
+    const config: Config = .{ .large_buffers_max = 1 };
+    var worker: Worker = undefined;
+    try worker.init(std.testing.allocator, &config, .{ .context = &context, .handle = Noop.handle }, 2);
+    defer worker.deinit();
+    const a = worker.acquireExchange().?;
+    const b = worker.acquireExchange().?;
+    try std.testing.expect(a != b);
+    try std.testing.expectEqual(@as(?*Exchange, null), worker.acquireExchange());
+    worker.releaseExchange(a);
+    try std.testing.expectEqual(a, worker.acquireExchange().?);
+    worker.releaseExchange(a);
+    worker.releaseExchange(b);
+
+    const large = worker.acquireLarge().?;
+    try std.testing.expectEqual(@as(?[]u8, null), worker.acquireLarge());
+    worker.releaseLarge(large);
+    try std.testing.expect(worker.acquireLarge() != null);
+}

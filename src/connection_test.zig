@@ -1,0 +1,329 @@
+//! Connection tests on the simulated engine: whole exchanges of bytes, each run with the input
+//! and output cut whole, per byte and at seeded random sizes.
+const std = @import("std");
+const testing = std.testing;
+const Config = @import("Config.zig");
+const Worker = @import("Worker.zig");
+const Request = @import("Request.zig");
+const Response = @import("Response.zig");
+const Simulation = @import("testing/Simulation.zig");
+const repeat = @import("testing/bytes.zig").repeat;
+
+const date = "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n";
+
+const TestHandler = struct {
+    calls: usize = 0,
+
+    fn handle(context: *anyopaque, req: *Request, res: *Response) anyerror!void {
+        const self: *TestHandler = @ptrCast(@alignCast(context));
+        self.calls += 1;
+        const path = req.path;
+        if (std.mem.eql(u8, path, "/hello")) {
+            res.content_type = "text/plain";
+            try res.writeAll("Hello, World!");
+        } else if (std.mem.eql(u8, path, "/echo")) {
+            try res.print("{s} {s} q={s} body={s}", .{ req.method.name(), req.target, req.raw_query, req.body() });
+        } else if (std.mem.eql(u8, path, "/fail")) {
+            try res.writeAll("partial");
+            return error.Boom;
+        } else if (std.mem.eql(u8, path, "/big")) {
+            const n = try std.fmt.parseInt(usize, req.query().get("n").?, 10);
+            for (0..n) |i| try res.writer().writeByte(@intCast('a' + i % 26));
+        } else if (std.mem.eql(u8, path, "/close")) {
+            res.keep_alive = false;
+            try res.writeAll("bye");
+        } else if (std.mem.eql(u8, path, "/empty")) {
+            res.status = .no_content;
+        } else if (std.mem.eql(u8, path, "/static")) {
+            res.setBody("static body");
+        } else if (std.mem.eql(u8, path, "/header")) {
+            try res.header("X-Test", "yes");
+            try res.writeAll("h");
+        } else if (std.mem.eql(u8, path, "/len")) {
+            try res.print("{d}", .{req.body().len});
+        } else {
+            res.status = .not_found;
+        }
+    }
+};
+
+const Fixture = struct {
+    handler: TestHandler = .{},
+    config: Config,
+    worker: Worker = undefined,
+
+    fn init(fixture: *Fixture, config: Config) !void {
+        fixture.* = .{ .config = config };
+        var reason: []const u8 = "";
+        config.validate(&reason) catch |err| {
+            std.debug.print("invalid test config: {s}\n", .{reason});
+            return err;
+        };
+        try fixture.worker.init(testing.allocator, &fixture.config, .{
+            .context = &fixture.handler,
+            .handle = TestHandler.handle,
+        }, 4);
+        fixture.worker.date.update(784111777);
+    }
+
+    fn deinit(fixture: *Fixture) void {
+        fixture.worker.deinit();
+    }
+};
+
+/// Runs `input` with every kind of cut and checks the client sees `expected` each time.
+fn expectExchange(config: Config, input: []const u8, expected: []const u8) !void {
+    const cuts = [_]Simulation.Cuts{ .whole, .bytes, .{ .random = .{ .seed = 1 } }, .{ .random = .{ .seed = 7, .max = 5 } } };
+    for (cuts) |cut| {
+        var fixture: Fixture = undefined;
+        try fixture.init(config);
+        defer fixture.deinit();
+        const result = try Simulation.run(testing.allocator, &fixture.worker, input, .{ .cuts = cut });
+        defer testing.allocator.free(result.output);
+        testing.expectEqualStrings(expected, result.output) catch |err| {
+            std.debug.print("cuts: {any}\n", .{cut});
+            return err;
+        };
+        try testing.expectEqual(@as(u32, 0), fixture.worker.exchanges_busy);
+    }
+}
+
+inline fn ok(comptime content_type: ?[]const u8, comptime body: []const u8) []const u8 {
+    const ct = if (content_type) |t| "Content-Type: " ++ t ++ "\r\n" else "";
+    return std.fmt.comptimePrint("HTTP/1.1 200 OK\r\n" ++ date ++ ct ++ "Content-Length: {d}\r\n\r\n{s}", .{ body.len, body });
+}
+
+test "Connection: a GET is answered with Date, Content-Type and Content-Length" {
+    try expectExchange(.{}, "GET /hello HTTP/1.1\r\nHost: a\r\n\r\n", ok("text/plain", "Hello, World!"));
+}
+
+test "Connection: pipelined requests are answered in order, in one write" {
+    const input = "GET /hello HTTP/1.1\r\nHost: a\r\n\r\n" ++
+        "GET /echo?x=1 HTTP/1.1\r\nHost: a\r\n\r\n" ++
+        "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc";
+    const expected = ok("text/plain", "Hello, World!") ++ ok(null, "GET /echo?x=1 q=x=1 body=") ++
+        ok(null, "POST /echo q= body=abc");
+    try expectExchange(.{}, input, expected);
+    var fixture: Fixture = undefined;
+    try fixture.init(.{});
+    defer fixture.deinit();
+    const result = try Simulation.run(testing.allocator, &fixture.worker, input, .{});
+    defer testing.allocator.free(result.output);
+    try testing.expectEqual(@as(usize, 1), result.sends);
+}
+
+test "Connection: 64 pipelined requests in one read" {
+    const one = "GET /hello HTTP/1.1\r\nHost: a\r\n\r\n";
+    const input = repeat(one, 64);
+    const expected = repeat(ok("text/plain", "Hello, World!"), 64);
+    var fixture: Fixture = undefined;
+    try fixture.init(.{ .recv_buffer_bytes = 4096 });
+    defer fixture.deinit();
+    const result = try Simulation.run(testing.allocator, &fixture.worker, input, .{});
+    defer testing.allocator.free(result.output);
+    try testing.expectEqualStrings(expected, result.output);
+    try testing.expectEqual(@as(usize, 64), fixture.handler.calls);
+}
+
+test "Connection: chunked body with extensions and trailers" {
+    const input = "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n" ++
+        "3;x=y\r\nabc\r\n2 ;z\r\nde\r\n0\r\nTrailer: t\r\n\r\n" ++
+        "GET /hello HTTP/1.1\r\nHost: a\r\n\r\n";
+    try expectExchange(.{}, input, ok(null, "POST /echo q= body=abcde") ++ ok("text/plain", "Hello, World!"));
+}
+
+test "Connection: a chunked body larger than the receive buffer spills into the arena" {
+    var input: std.ArrayList(u8) = .empty;
+    defer input.deinit(testing.allocator);
+    try input.appendSlice(testing.allocator, "POST /len HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n");
+    for (0..100) |_| try input.appendSlice(testing.allocator, "64\r\n" ++ repeat("x", 100) ++ "\r\n");
+    try input.appendSlice(testing.allocator, "0\r\n\r\n");
+    try expectExchange(.{ .recv_buffer_bytes = 1024 }, input.items, ok(null, "10000"));
+}
+
+test "Connection: a Content-Length body larger than the receive buffer" {
+    const body = repeat("y", 5000);
+    const input = "POST /len HTTP/1.1\r\nHost: a\r\nContent-Length: 5000\r\n\r\n" ++ body ++
+        "GET /hello HTTP/1.1\r\nHost: a\r\n\r\n";
+    try expectExchange(.{ .recv_buffer_bytes = 1024 }, input, ok(null, "5000") ++ ok("text/plain", "Hello, World!"));
+}
+
+test "Connection: a head longer than the small buffer moves to a large buffer" {
+    const cookie = repeat("c", 3000);
+    const input = "GET /hello HTTP/1.1\r\nHost: a\r\nCookie: " ++ cookie ++ "\r\n\r\n";
+    try expectExchange(.{ .recv_buffer_bytes = 1024 }, input, ok("text/plain", "Hello, World!"));
+}
+
+test "Connection: Expect 100-continue gets an interim response before the body is sent" {
+    var fixture: Fixture = undefined;
+    try fixture.init(.{});
+    defer fixture.deinit();
+    // The client sends the head alone first; the simulation delivers it in one piece, and the
+    // body only after the connection asks to read again.
+    const head = "POST /echo HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n";
+    var c: @import("Connection.zig") = .init(&fixture.worker);
+    defer c.deinit();
+    const buffer = c.recvBuffer().?;
+    @memcpy(buffer[0..head.len], head);
+    c.onRecv(head.len);
+    const interim = c.next().send;
+    try testing.expectEqualStrings("HTTP/1.1 100 Continue\r\n\r\n", interim[0].base[0..interim[0].len]);
+    c.onSend(interim[0].len);
+    const body_buffer = c.recvBuffer().?;
+    @memcpy(body_buffer[0..2], "hi");
+    c.onRecv(2);
+    const final = c.next().send;
+    try testing.expectEqualStrings(ok(null, "POST /echo q= body=hi"), final[0].base[0..final[0].len]);
+}
+
+test "Connection: no 100 Continue when the body arrived with the head" {
+    var fixture: Fixture = undefined;
+    try fixture.init(.{});
+    defer fixture.deinit();
+    const input = "POST /echo HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi";
+    const result = try Simulation.run(testing.allocator, &fixture.worker, input, .{ .cuts = .whole });
+    defer testing.allocator.free(result.output);
+    try testing.expectEqualStrings(ok(null, "POST /echo q= body=hi"), result.output);
+}
+
+test "Connection: HTTP/1.0 closes unless asked, and says keep-alive when asked" {
+    try expectExchange(.{}, "GET /echo HTTP/1.0\r\n\r\n", "HTTP/1.1 200 OK\r\n" ++ date ++
+        "Content-Length: 18\r\nConnection: close\r\n\r\nGET /echo q= body=");
+    try expectExchange(.{}, "GET /hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", "HTTP/1.1 200 OK\r\n" ++ date ++
+        "Content-Type: text/plain\r\nContent-Length: 13\r\nConnection: keep-alive\r\n\r\nHello, World!");
+}
+
+test "Connection: Connection: close is honoured and later requests are not answered" {
+    const input = "GET /hello HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n";
+    const expected = "HTTP/1.1 200 OK\r\n" ++ date ++
+        "Content-Type: text/plain\r\nContent-Length: 13\r\nConnection: close\r\n\r\nHello, World!";
+    try expectExchange(.{}, input, expected);
+}
+
+test "Connection: HEAD gets the headers of GET and no body" {
+    try expectExchange(.{}, "HEAD /hello HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 200 OK\r\n" ++ date ++
+        "Content-Type: text/plain\r\nContent-Length: 13\r\n\r\n");
+    try expectExchange(.{}, "HEAD /big?n=9000 HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 200 OK\r\n" ++ date ++
+        "Content-Length: 9000\r\n\r\n");
+}
+
+test "Connection: 204 has no Content-Length; setBody and handler headers" {
+    try expectExchange(.{}, "GET /empty HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 204 No Content\r\n" ++ date ++ "\r\n");
+    try expectExchange(.{}, "GET /static HTTP/1.1\r\nHost: a\r\n\r\n", ok(null, "static body"));
+    try expectExchange(.{}, "GET /header HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 200 OK\r\n" ++ date ++
+        "Content-Length: 1\r\nX-Test: yes\r\n\r\nh");
+}
+
+test "Connection: a body larger than the send buffer" {
+    var expected: std.ArrayList(u8) = .empty;
+    defer expected.deinit(testing.allocator);
+    try expected.appendSlice(testing.allocator, "HTTP/1.1 200 OK\r\n" ++ date ++ "Content-Length: 20000\r\n\r\n");
+    for (0..20000) |i| try expected.append(testing.allocator, @intCast('a' + i % 26));
+    try expectExchange(.{}, "GET /big?n=20000 HTTP/1.1\r\nHost: a\r\n\r\n", expected.items);
+}
+
+test "Connection: a handler error is a 500 and a close" {
+    try expectExchange(.{}, "GET /fail HTTP/1.1\r\nHost: a\r\n\r\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 500 Internal Server Error\r\n" ++ date ++
+        "Content-Type: text/plain; charset=utf-8\r\nContent-Length: 46\r\nConnection: close\r\n\r\n" ++
+        "500 Internal Server Error: the handler failed\n");
+}
+
+fn expectStatus(config: Config, input: []const u8, comptime status_line: []const u8) !void {
+    var fixture: Fixture = undefined;
+    try fixture.init(config);
+    defer fixture.deinit();
+    for ([_]Simulation.Cuts{ .whole, .bytes, .{ .random = .{ .seed = 3 } } }) |cut| {
+        const result = try Simulation.run(testing.allocator, &fixture.worker, input, .{ .cuts = cut });
+        defer testing.allocator.free(result.output);
+        testing.expect(std.mem.startsWith(u8, result.output, status_line)) catch |err| {
+            std.debug.print("input {f}\ngot {f}\n", .{ std.zig.fmtString(input), std.zig.fmtString(result.output) });
+            return err;
+        };
+        try testing.expect(std.mem.find(u8, result.output, "Connection: close\r\n") != null);
+        try testing.expect(result.shutdown); // lingering close after an error
+        try testing.expectEqual(@as(usize, 0), fixture.handler.calls);
+    }
+}
+
+test "Connection: every error status, then a lingering close" {
+    try expectStatus(.{}, "GET / HTTP/1.1\r\n\r\n", "HTTP/1.1 400 ");
+    try expectStatus(.{}, "GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", "HTTP/1.1 400 ");
+    try expectStatus(.{}, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "HTTP/1.1 400 ");
+    try expectStatus(.{}, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", "HTTP/1.1 501 ");
+    try expectStatus(.{}, "BREW / HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 501 ");
+    try expectStatus(.{}, "CONNECT a:443 HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 501 ");
+    try expectStatus(.{}, "GET / HTTP/3.0\r\nHost: a\r\n\r\n", "HTTP/1.1 505 ");
+    try expectStatus(.{ .request_line_bytes_max = 100 }, "GET /" ++ repeat("a", 200) ++ " HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 414 ");
+    try expectStatus(.{ .header_bytes_max = 2048, .recv_buffer_bytes = 1024, .request_line_bytes_max = 1024 }, "GET / HTTP/1.1\r\nHost: a\r\nX: " ++ repeat("a", 3000) ++ "\r\n\r\n", "HTTP/1.1 431 ");
+    try expectStatus(.{ .header_count_max = 2 }, "GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\n\r\n", "HTTP/1.1 431 ");
+    try expectStatus(.{ .body_bytes_max = 10 }, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\n", "HTTP/1.1 413 ");
+    try expectStatus(.{ .body_bytes_max = 10 }, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nabcdef\r\n6\r\nabcdef\r\n0\r\n\r\n", "HTTP/1.1 413 ");
+    try expectStatus(.{}, "POST / HTTP/1.1\r\nHost: a\r\nExpect: teapot\r\n\r\n", "HTTP/1.1 417 ");
+}
+
+test "Connection: requests_per_connection_max closes after the last allowed request" {
+    const one = "GET /hello HTTP/1.1\r\nHost: a\r\n\r\n";
+    const last = "HTTP/1.1 200 OK\r\n" ++ date ++ "Content-Type: text/plain\r\nContent-Length: 13\r\nConnection: close\r\n\r\nHello, World!";
+    try expectExchange(.{ .requests_per_connection_max = 2 }, repeat(one, 3), ok("text/plain", "Hello, World!") ++ last);
+}
+
+test "Connection: a slow head times out with 408, an idle connection just closes" {
+    var fixture: Fixture = undefined;
+    try fixture.init(.{ .header_timeout_ms = 100, .idle_timeout_ms = 1000 });
+    defer fixture.deinit();
+    const Connection = @import("Connection.zig");
+    var c: Connection = .init(&fixture.worker);
+    defer c.deinit();
+    try testing.expectEqual(@as(u64, 1000), c.deadline());
+    const buffer = c.recvBuffer().?;
+    @memcpy(buffer[0..4], "GET ");
+    c.onRecv(4);
+    try testing.expectEqual(@as(u64, 100), c.deadline());
+    fixture.worker.now_ms = 100;
+    c.onTimeout();
+    const send = c.next().send;
+    try testing.expect(std.mem.startsWith(u8, send[0].base[0..send[0].len], "HTTP/1.1 408 Request Timeout\r\n"));
+
+    var idle: Connection = .init(&fixture.worker);
+    defer idle.deinit();
+    fixture.worker.now_ms = idle.deadline();
+    idle.onTimeout();
+    try testing.expectEqual(Connection.Next.close, idle.next());
+}
+
+test "Connection: an idle connection holds no exchange" {
+    var fixture: Fixture = undefined;
+    try fixture.init(.{});
+    defer fixture.deinit();
+    const Connection = @import("Connection.zig");
+    var c: Connection = .init(&fixture.worker);
+    defer c.deinit();
+    const request = "GET /hello HTTP/1.1\r\nHost: a\r\n\r\n";
+    const buffer = c.recvBuffer().?;
+    @memcpy(buffer[0..request.len], request);
+    c.onRecv(request.len);
+    try testing.expectEqual(@as(u32, 1), fixture.worker.exchanges_busy);
+    const send = c.next().send;
+    c.onSend(send[0].len);
+    try testing.expectEqual(@as(u32, 0), fixture.worker.exchanges_busy);
+    try testing.expect(c.exchange == null);
+    try testing.expect(@sizeOf(Connection) <= 64);
+}
+
+test "Connection: random splits of a mixed pipelined stream" {
+    const input = "GET /hello HTTP/1.1\r\nHost: a\r\n\r\n" ++
+        "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nz\r\n0\r\n\r\n" ++
+        "HEAD /hello HTTP/1.1\r\nHost: a\r\n\r\n" ++
+        "PUT /echo?k=v HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\nbody";
+    const expected = ok("text/plain", "Hello, World!") ++ ok(null, "POST /echo q= body=z") ++
+        "HTTP/1.1 200 OK\r\n" ++ date ++ "Content-Type: text/plain\r\nContent-Length: 13\r\n\r\n" ++
+        ok(null, "PUT /echo?k=v q=k=v body=body");
+    for (0..200) |seed| {
+        var fixture: Fixture = undefined;
+        try fixture.init(.{});
+        defer fixture.deinit();
+        const result = try Simulation.run(testing.allocator, &fixture.worker, input, .{ .cuts = .{ .random = .{ .seed = seed, .max = 40 } } });
+        defer testing.allocator.free(result.output);
+        try testing.expectEqualStrings(expected, result.output);
+    }
+}

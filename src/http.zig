@@ -1,0 +1,289 @@
+//! HTTP semantics shared by every protocol version (RFC 9110): methods, versions, status codes
+//! and the header field type. Nothing here knows about the wire format.
+const std = @import("std");
+
+/// The request methods saker understands (RFC 9110 §9 plus PATCH, RFC 5789). A syntactically
+/// valid method token that is not in this list is answered with 501 (RFC 9110 §9.1).
+pub const Method = enum(u8) {
+    GET,
+    HEAD,
+    POST,
+    PUT,
+    DELETE,
+    CONNECT,
+    OPTIONS,
+    TRACE,
+    PATCH,
+
+    /// The method's name as sent on the wire.
+    pub fn name(method: Method) []const u8 {
+        return @tagName(method);
+    }
+
+    /// Parses a method token (case-sensitive, RFC 9110 §9.1). Null when not one of ours.
+    pub fn parse(token: []const u8) ?Method {
+        return switch (token.len) {
+            3 => if (eql3(token, "GET")) .GET else if (eql3(token, "PUT")) .PUT else null,
+            4 => if (std.mem.eql(u8, token, "POST"))
+                .POST
+            else if (std.mem.eql(u8, token, "HEAD")) .HEAD else null,
+            5 => if (std.mem.eql(u8, token, "PATCH"))
+                .PATCH
+            else if (std.mem.eql(u8, token, "TRACE")) .TRACE else null,
+            6 => if (std.mem.eql(u8, token, "DELETE")) .DELETE else null,
+            7 => if (std.mem.eql(u8, token, "OPTIONS"))
+                .OPTIONS
+            else if (std.mem.eql(u8, token, "CONNECT")) .CONNECT else null,
+            else => null,
+        };
+    }
+
+    fn eql3(a: []const u8, comptime b: []const u8) bool {
+        return a[0] == b[0] and a[1] == b[1] and a[2] == b[2];
+    }
+};
+
+/// Protocol versions of HTTP/1 (RFC 9112 §2.3).
+pub const Version = enum(u1) {
+    http10,
+    http11,
+
+    /// "HTTP/1.0" or "HTTP/1.1".
+    pub fn text(version: Version) []const u8 {
+        return switch (version) {
+            .http10 => "HTTP/1.0",
+            .http11 => "HTTP/1.1",
+        };
+    }
+};
+
+/// One header field line as received (RFC 9110 §5). Both slices borrow the connection's
+/// receive buffer: they are valid until the handler returns.
+pub const Header = struct {
+    /// Field name, in the case the client sent it.
+    name: []const u8,
+    /// Field value with leading and trailing whitespace removed.
+    value: []const u8,
+};
+
+/// Status codes (RFC 9110 §15 and the IANA registry). Values outside the named set are allowed
+/// (`@enumFromInt`) as long as they are three digits, 100–599.
+pub const Status = enum(u16) {
+    @"continue" = 100,
+    switching_protocols = 101,
+    processing = 102,
+    early_hints = 103,
+
+    ok = 200,
+    created = 201,
+    accepted = 202,
+    non_authoritative_information = 203,
+    no_content = 204,
+    reset_content = 205,
+    partial_content = 206,
+    multi_status = 207,
+    already_reported = 208,
+    im_used = 226,
+
+    multiple_choices = 300,
+    moved_permanently = 301,
+    found = 302,
+    see_other = 303,
+    not_modified = 304,
+    use_proxy = 305,
+    temporary_redirect = 307,
+    permanent_redirect = 308,
+
+    bad_request = 400,
+    unauthorized = 401,
+    payment_required = 402,
+    forbidden = 403,
+    not_found = 404,
+    method_not_allowed = 405,
+    not_acceptable = 406,
+    proxy_authentication_required = 407,
+    request_timeout = 408,
+    conflict = 409,
+    gone = 410,
+    length_required = 411,
+    precondition_failed = 412,
+    content_too_large = 413,
+    uri_too_long = 414,
+    unsupported_media_type = 415,
+    range_not_satisfiable = 416,
+    expectation_failed = 417,
+    im_a_teapot = 418,
+    misdirected_request = 421,
+    unprocessable_content = 422,
+    locked = 423,
+    failed_dependency = 424,
+    too_early = 425,
+    upgrade_required = 426,
+    precondition_required = 428,
+    too_many_requests = 429,
+    request_header_fields_too_large = 431,
+    unavailable_for_legal_reasons = 451,
+
+    internal_server_error = 500,
+    not_implemented = 501,
+    bad_gateway = 502,
+    service_unavailable = 503,
+    gateway_timeout = 504,
+    http_version_not_supported = 505,
+    variant_also_negotiates = 506,
+    insufficient_storage = 507,
+    loop_detected = 508,
+    not_extended = 510,
+    network_authentication_required = 511,
+    _,
+
+    /// The reason phrase registered for this code, or "" for unregistered codes
+    /// (a reason phrase is optional, RFC 9112 §4).
+    pub fn phrase(status: Status) []const u8 {
+        return switch (status) {
+            .@"continue" => "Continue",
+            .switching_protocols => "Switching Protocols",
+            .processing => "Processing",
+            .early_hints => "Early Hints",
+            .ok => "OK",
+            .created => "Created",
+            .accepted => "Accepted",
+            .non_authoritative_information => "Non-Authoritative Information",
+            .no_content => "No Content",
+            .reset_content => "Reset Content",
+            .partial_content => "Partial Content",
+            .multi_status => "Multi-Status",
+            .already_reported => "Already Reported",
+            .im_used => "IM Used",
+            .multiple_choices => "Multiple Choices",
+            .moved_permanently => "Moved Permanently",
+            .found => "Found",
+            .see_other => "See Other",
+            .not_modified => "Not Modified",
+            .use_proxy => "Use Proxy",
+            .temporary_redirect => "Temporary Redirect",
+            .permanent_redirect => "Permanent Redirect",
+            .bad_request => "Bad Request",
+            .unauthorized => "Unauthorized",
+            .payment_required => "Payment Required",
+            .forbidden => "Forbidden",
+            .not_found => "Not Found",
+            .method_not_allowed => "Method Not Allowed",
+            .not_acceptable => "Not Acceptable",
+            .proxy_authentication_required => "Proxy Authentication Required",
+            .request_timeout => "Request Timeout",
+            .conflict => "Conflict",
+            .gone => "Gone",
+            .length_required => "Length Required",
+            .precondition_failed => "Precondition Failed",
+            .content_too_large => "Content Too Large",
+            .uri_too_long => "URI Too Long",
+            .unsupported_media_type => "Unsupported Media Type",
+            .range_not_satisfiable => "Range Not Satisfiable",
+            .expectation_failed => "Expectation Failed",
+            .im_a_teapot => "I'm a teapot",
+            .misdirected_request => "Misdirected Request",
+            .unprocessable_content => "Unprocessable Content",
+            .locked => "Locked",
+            .failed_dependency => "Failed Dependency",
+            .too_early => "Too Early",
+            .upgrade_required => "Upgrade Required",
+            .precondition_required => "Precondition Required",
+            .too_many_requests => "Too Many Requests",
+            .request_header_fields_too_large => "Request Header Fields Too Large",
+            .unavailable_for_legal_reasons => "Unavailable For Legal Reasons",
+            .internal_server_error => "Internal Server Error",
+            .not_implemented => "Not Implemented",
+            .bad_gateway => "Bad Gateway",
+            .service_unavailable => "Service Unavailable",
+            .gateway_timeout => "Gateway Timeout",
+            .http_version_not_supported => "HTTP Version Not Supported",
+            .variant_also_negotiates => "Variant Also Negotiates",
+            .insufficient_storage => "Insufficient Storage",
+            .loop_detected => "Loop Detected",
+            .not_extended => "Not Extended",
+            .network_authentication_required => "Network Authentication Required",
+            _ => "",
+        };
+    }
+
+    /// The numeric code.
+    pub fn code(status: Status) u16 {
+        return @backingInt(status);
+    }
+
+    /// True for statuses whose responses never carry content (RFC 9110 §6.4.1): 1xx, 204, 304.
+    pub fn forbidsContent(status: Status) bool {
+        const c = status.code();
+        return c < 200 or c == 204 or c == 304;
+    }
+};
+
+/// ASCII case-insensitive comparison of a field name or token with a lowercase literal.
+/// Assumes `lower` is lowercase.
+pub fn eqlLower(text: []const u8, comptime lower: []const u8) bool {
+    if (text.len != lower.len) return false;
+    inline for (lower, 0..) |l, i| {
+        // Folding case with `| 0x20` is only right for letters; other bytes compare exactly.
+        const t = if (comptime std.ascii.isAlphabetic(l)) text[i] | 0x20 else text[i];
+        if (t != l) return false;
+    }
+    return true;
+}
+
+/// ASCII case-insensitive comparison of two strings.
+pub fn eqlIgnoreCase(a: []const u8, b: []const u8) bool {
+    return std.ascii.eqlIgnoreCase(a, b);
+}
+
+/// Iterates the members of a comma-separated list field value (RFC 9110 §5.6.1), skipping
+/// empty members and trimming optional whitespace.
+pub const ListIterator = struct {
+    rest: []const u8,
+
+    /// Creates an iterator over `value`.
+    pub fn init(value: []const u8) ListIterator {
+        return .{ .rest = value };
+    }
+
+    /// The next non-empty member, or null.
+    pub fn next(it: *ListIterator) ?[]const u8 {
+        while (it.rest.len > 0) {
+            const comma = std.mem.findScalar(u8, it.rest, ',') orelse it.rest.len;
+            const member = std.mem.trim(u8, it.rest[0..comma], " \t");
+            it.rest = if (comma < it.rest.len) it.rest[comma + 1 ..] else it.rest[it.rest.len..];
+            if (member.len > 0) return member;
+        }
+        return null;
+    }
+};
+
+test "Method.parse: known tokens, case-sensitive" {
+    inline for (@typeInfo(Method).@"enum".field_names) |field_name| {
+        try std.testing.expectEqual(@field(Method, field_name), Method.parse(field_name).?);
+    }
+    try std.testing.expectEqual(@as(?Method, null), Method.parse("get"));
+    try std.testing.expectEqual(@as(?Method, null), Method.parse("BREW"));
+    try std.testing.expectEqual(@as(?Method, null), Method.parse(""));
+}
+
+test "Status: phrases and content rules" {
+    try std.testing.expectEqualStrings("Not Found", Status.not_found.phrase());
+    try std.testing.expectEqualStrings("", @as(Status, @fromBackingInt(@intCast(599))).phrase());
+    try std.testing.expect(Status.not_modified.forbidsContent());
+    try std.testing.expect(!Status.ok.forbidsContent());
+}
+
+test "ListIterator: members trimmed, empties skipped" {
+    var it: ListIterator = .init(" gzip ,, chunked,\tx ");
+    try std.testing.expectEqualStrings("gzip", it.next().?);
+    try std.testing.expectEqualStrings("chunked", it.next().?);
+    try std.testing.expectEqualStrings("x", it.next().?);
+    try std.testing.expectEqual(@as(?[]const u8, null), it.next());
+}
+
+test "eqlLower" {
+    try std.testing.expect(eqlLower("Content-Length", "content-length"));
+    try std.testing.expect(!eqlLower("Content-Lengt", "content-length"));
+    try std.testing.expect(!eqlLower("content\rlength", "content-length"));
+}

@@ -1,0 +1,13 @@
+//! HTTP/1.0 and HTTP/1.1 wire format (RFC 9112): request parsing, chunked bodies and
+//! response heads. Byte-level only: no sockets, allocators or clocks.
+const std = @import("std");
+
+pub const RequestParser = @import("http1/RequestParser.zig");
+pub const ChunkedDecoder = @import("http1/ChunkedDecoder.zig");
+pub const ResponseHead = @import("http1/ResponseHead.zig");
+pub const scan = @import("http1/scan.zig");
+pub const status_line = @import("http1/status_line.zig");
+
+test {
+    std.testing.refAllDecls(@This());
+}

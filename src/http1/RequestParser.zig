@@ -1,0 +1,545 @@
+//! Resumable, zero-copy parser for an HTTP/1.x request head (RFC 9112 §2–§3, §5–§7, §9.3).
+//!
+//! The caller keeps the head's bytes in one buffer and calls `feed` with everything received
+//! so far; the parser resumes at the first line it has not finished. Every slice in `head`
+//! points into that buffer. Validation is strict: anything RFC 9112 lets a server reject, or
+//! that could frame a message two ways (request smuggling), is an error with its own name, and
+//! `status` maps each error to the answer in DESIGN.md §5.
+const std = @import("std");
+const assert = std.debug.assert;
+const http = @import("../http.zig");
+const scan = @import("scan.zig");
+
+const RequestParser = @This();
+
+/// Where the parser is in the head.
+state: State = .request_line,
+/// Offset of the first byte of the line the parser has not finished yet.
+offset: u32 = 0,
+/// Offset of the request line (after any empty lines sent before it).
+line_start: u32 = 0,
+/// The result; valid once `feed` returned `.complete`.
+head: Head,
+/// Storage for the header fields; its length is the header count limit.
+header_storage: []http.Header,
+/// Limits applied while parsing.
+limits: Limits,
+/// Framing and connection facts gathered during the one pass over the fields.
+facts: Facts = .{},
+
+/// Size limits checked while parsing. Assumes `request_line_bytes_max <= header_bytes_max`.
+pub const Limits = struct {
+    /// Longest request line, CRLF included (414 beyond).
+    request_line_bytes_max: u32 = 8 * 1024,
+    /// Longest head: request line, fields and the final CRLF (431 beyond).
+    header_bytes_max: u32 = 64 * 1024,
+};
+
+/// Progress of the parser through the head.
+pub const State = enum { request_line, fields, complete };
+
+/// What `feed` reports when it did not fail.
+pub const Progress = enum {
+    /// The head is incomplete: call `feed` again when more bytes arrived.
+    need_more,
+    /// The head is complete; `head` is filled in and `head.len` bytes were consumed.
+    complete,
+};
+
+/// How the message body is delimited (RFC 9112 §6.3).
+pub const Framing = union(enum) {
+    /// No body.
+    none,
+    /// Exactly this many bytes follow the head.
+    content_length: u64,
+    /// The body is chunked-encoded.
+    chunked,
+};
+
+/// The parsed request head. Slices borrow the buffer passed to `feed`.
+pub const Head = struct {
+    method: http.Method = .GET,
+    /// The request-target exactly as sent.
+    target: []const u8 = "",
+    /// The path part of the target, still percent-encoded; "*" for `OPTIONS *`, "" for the
+    /// authority-form of CONNECT.
+    path: []const u8 = "",
+    /// The query without its '?', still percent-encoded; "" when there is none.
+    query: []const u8 = "",
+    version: http.Version = .http11,
+    /// The header fields in the order received.
+    headers: []http.Header = &.{},
+    /// The Host field value, or the authority of an absolute-form target.
+    host: ?[]const u8 = null,
+    framing: Framing = .none,
+    /// Whether the connection may stay open after this request (RFC 9112 §9.3).
+    keep_alive: bool = true,
+    /// Whether the client sent `Expect: 100-continue` (ignored for HTTP/1.0, RFC 9110 §10.1.1).
+    expect_continue: bool = false,
+    /// The Upgrade field value, if any.
+    upgrade: ?[]const u8 = null,
+    /// Whether the Connection field lists "upgrade".
+    connection_upgrade: bool = false,
+    /// Bytes of the head, the final CRLF included.
+    len: u32 = 0,
+};
+
+const Facts = struct {
+    host_count: u8 = 0,
+    connection_close: bool = false,
+    connection_keep_alive: bool = false,
+    content_length: ?u64 = null,
+    transfer_encoding: bool = false,
+    chunked: bool = false,
+    unsupported_coding: bool = false,
+    unsupported_expectation: bool = false,
+};
+
+/// Every way a request head can be rejected. `status` gives the response for each.
+pub const Error = error{
+    /// The request line does not have the form `method SP target SP version CRLF`.
+    InvalidRequestLine,
+    /// The method is not a token.
+    InvalidMethod,
+    /// The method is a valid token that saker does not implement (501).
+    MethodNotImplemented,
+    /// The request-target is not in origin, absolute, authority or asterisk form.
+    InvalidTarget,
+    /// The version is not `HTTP/DIGIT.DIGIT`.
+    InvalidVersion,
+    /// The version is well-formed but not 1.0 or 1.1 (505).
+    VersionNotSupported,
+    /// The request line exceeds `request_line_bytes_max` (414).
+    RequestLineTooLong,
+    /// A CR not followed by LF.
+    BareCarriageReturn,
+    /// A line ending in LF without CR.
+    BareLineFeed,
+    /// A field name that is empty or not a token.
+    InvalidHeaderName,
+    /// Whitespace between a field name and its colon (RFC 9112 §5.1).
+    WhitespaceBeforeColon,
+    /// A field line starting with whitespace (obs-fold, RFC 9112 §5.2).
+    ObsoleteLineFolding,
+    /// A field value containing NUL, another control byte or DEL.
+    InvalidHeaderValue,
+    /// The head exceeds `header_bytes_max` (431).
+    HeaderSectionTooLarge,
+    /// More fields than the header array holds (431).
+    TooManyHeaders,
+    /// An HTTP/1.1 request without Host (RFC 9112 §3.2).
+    MissingHost,
+    /// More than one Host field line.
+    DuplicateHost,
+    /// A Host value that is not `uri-host [":" port]`.
+    InvalidHost,
+    /// A Content-Length that is not a decimal number that fits 64 bits.
+    InvalidContentLength,
+    /// Content-Length values that disagree.
+    ConflictingContentLength,
+    /// Both Content-Length and Transfer-Encoding (RFC 9112 §6.3, smuggling defence).
+    ContentLengthWithTransferEncoding,
+    /// A transfer coding after chunked, chunked twice, or an empty Transfer-Encoding.
+    ChunkedNotFinal,
+    /// Transfer-Encoding in an HTTP/1.0 request (RFC 9112 §6.1).
+    TransferEncodingInHttp10,
+    /// A transfer coding other than chunked (501).
+    UnsupportedTransferEncoding,
+    /// An Expect value other than 100-continue (417).
+    UnsupportedExpectation,
+};
+
+/// Creates a parser that stores fields in `header_storage`.
+/// Asserts the limits are consistent.
+pub fn init(header_storage: []http.Header, limits: Limits) RequestParser {
+    assert(limits.request_line_bytes_max <= limits.header_bytes_max);
+    assert(header_storage.len > 0);
+    return .{ .head = .{}, .header_storage = header_storage, .limits = limits };
+}
+
+/// Forgets the current request so the parser can take the next one.
+pub fn reset(parser: *RequestParser) void {
+    parser.* = .init(parser.header_storage, parser.limits);
+}
+
+/// Parses as much of the head in `bytes` as it can. `bytes` must start where the previous
+/// call's `bytes` started and hold at least as many bytes. On `.complete`, `head` describes the
+/// request and its slices point into `bytes`.
+pub fn feed(parser: *RequestParser, bytes: []const u8) Error!Progress {
+    assert(parser.state != .complete);
+    assert(parser.offset <= bytes.len);
+    if (parser.state == .request_line) {
+        if (try parser.parseRequestLine(bytes) == .need_more) return .need_more;
+        assert(parser.state == .fields);
+    }
+    while (true) {
+        switch (try parser.parseFieldLine(bytes)) {
+            .need_more => {
+                if (bytes.len - parser.line_start > parser.limits.header_bytes_max)
+                    return error.HeaderSectionTooLarge;
+                return .need_more;
+            },
+            .field => continue,
+            .end => break,
+        }
+    }
+    try parser.finish();
+    parser.state = .complete;
+    return .complete;
+}
+
+fn parseRequestLine(parser: *RequestParser, bytes: []const u8) Error!Progress {
+    // RFC 9112 §2.2: ignore empty lines received before the request line.
+    var start: usize = parser.offset;
+    while (start + 1 < bytes.len and bytes[start] == '\r' and bytes[start + 1] == '\n') {
+        start += 2;
+        if (start > parser.limits.request_line_bytes_max) return error.InvalidRequestLine;
+    }
+    parser.offset = @intCast(start);
+    parser.line_start = @intCast(start);
+    if (bytes.len - start < 2) return .need_more; // "" or a lone CR that may start a CRLF
+    const line_max = parser.limits.request_line_bytes_max;
+    const line_len = parser.requestLineLength(bytes[start..]) catch |err| switch (err) {
+        error.NeedMore => {
+            if (bytes.len - start >= line_max) return error.RequestLineTooLong;
+            return .need_more;
+        },
+        else => |e| return e,
+    };
+    if (line_len > line_max) return error.RequestLineTooLong;
+    parser.offset = @intCast(start + line_len);
+    parser.state = .fields;
+    return .complete;
+}
+
+/// Parses `method SP target SP version CRLF` at the start of `line`; returns its length.
+fn requestLineLength(parser: *RequestParser, line: []const u8) (Error || error{NeedMore})!usize {
+    // Method: a token, then one SP.
+    var i: usize = 0;
+    while (i < line.len and scan.token_table[line[i]]) i += 1;
+    if (i == line.len) return error.NeedMore;
+    if (line[i] != ' ') return if (i == 0 and line[0] == '\n')
+        error.BareLineFeed
+    else
+        error.InvalidMethod;
+    if (i == 0) return error.InvalidMethod;
+    const method_token = line[0..i];
+
+    // Target: everything up to the next byte that cannot be in a target, which must be SP.
+    const target_start = i + 1;
+    const target_end = scan.findTargetEnd(line, target_start) orelse return error.NeedMore;
+    if (line[target_end] != ' ') return switch (line[target_end]) {
+        '\r', '\n' => error.InvalidRequestLine, // HTTP/0.9 form or missing version
+        else => error.InvalidTarget,
+    };
+    if (target_end == target_start) return error.InvalidTarget;
+    const target = line[target_start..target_end];
+
+    // Version: exactly "HTTP/1.1" or "HTTP/1.0", then CRLF.
+    const v = target_end + 1;
+    if (line.len < v + "HTTP/1.1\r\n".len) {
+        // Reject early what can never become a version.
+        const have = line[v..];
+        const prefix = "HTTP/1.1"[0..@min(have.len, 5)];
+        if (!std.mem.eql(u8, have[0..prefix.len], prefix)) return error.InvalidVersion;
+        return error.NeedMore;
+    }
+    const version = try parseVersion(line[v..][0..8]);
+    if (line[v + 8] != '\r') return if (line[v + 8] == '\n')
+        error.BareLineFeed
+    else
+        error.InvalidVersion;
+    if (line[v + 9] != '\n') return error.BareCarriageReturn;
+
+    const method = http.Method.parse(method_token) orelse return error.MethodNotImplemented;
+    parser.head.method = method;
+    parser.head.version = version;
+    parser.head.target = target;
+    try parser.splitTarget(method, target);
+    return v + 10;
+}
+
+fn parseVersion(text: *const [8]u8) Error!http.Version {
+    if (std.mem.eql(u8, text, "HTTP/1.1")) return .http11;
+    if (std.mem.eql(u8, text, "HTTP/1.0")) return .http10;
+    const well_formed = std.mem.eql(u8, text[0..5], "HTTP/") and std.ascii.isDigit(text[5]) and
+        text[6] == '.' and std.ascii.isDigit(text[7]);
+    return if (well_formed) error.VersionNotSupported else error.InvalidVersion;
+}
+
+/// Splits the target into path and query by its form (RFC 9112 §3.2).
+fn splitTarget(parser: *RequestParser, method: http.Method, target: []const u8) Error!void {
+    const head = &parser.head;
+    if (target[0] == '/') { // origin-form
+        const q = std.mem.findScalar(u8, target, '?');
+        head.path = if (q) |p| target[0..p] else target;
+        head.query = if (q) |p| target[p + 1 ..] else "";
+        return;
+    }
+    if (method == .OPTIONS and target.len == 1 and target[0] == '*') { // asterisk-form
+        head.path = target;
+        return;
+    }
+    if (method == .CONNECT) { // authority-form
+        try validateHost(target);
+        head.host = target;
+        return;
+    }
+    // absolute-form: "http://" or "https://" authority path-abempty ["?" query]
+    const scheme_end = std.mem.find(u8, target, "://") orelse return error.InvalidTarget;
+    const scheme = target[0..scheme_end];
+    if (!http.eqlLower(scheme, "http") and !http.eqlLower(scheme, "https"))
+        return error.InvalidTarget;
+    const rest = target[scheme_end + 3 ..];
+    const authority_end = std.mem.findAny(u8, rest, "/?") orelse rest.len;
+    const authority = rest[0..authority_end];
+    if (authority.len == 0) return error.InvalidTarget;
+    validateHost(authority) catch return error.InvalidTarget;
+    head.host = authority;
+    const path_and_query = rest[authority_end..];
+    const q = std.mem.findScalar(u8, path_and_query, '?');
+    const path = if (q) |p| path_and_query[0..p] else path_and_query;
+    head.path = if (path.len == 0) "/" else path;
+    head.query = if (q) |p| path_and_query[p + 1 ..] else "";
+}
+
+const FieldProgress = enum { need_more, field, end };
+
+fn parseFieldLine(parser: *RequestParser, bytes: []const u8) Error!FieldProgress {
+    const start: usize = parser.offset;
+    if (start >= bytes.len) return .need_more;
+    switch (bytes[start]) {
+        '\r' => {
+            if (start + 1 >= bytes.len) return .need_more;
+            if (bytes[start + 1] != '\n') return error.BareCarriageReturn;
+            parser.offset = @intCast(start + 2);
+            if (parser.offset - parser.line_start > parser.limits.header_bytes_max)
+                return error.HeaderSectionTooLarge;
+            return .end;
+        },
+        '\n' => return error.BareLineFeed,
+        ' ', '\t' => return error.ObsoleteLineFolding,
+        else => {},
+    }
+    var i = start;
+    while (i < bytes.len and scan.token_table[bytes[i]]) i += 1;
+    if (i == bytes.len) return .need_more;
+    switch (bytes[i]) {
+        ':' => if (i == start) return error.InvalidHeaderName,
+        ' ', '\t' => return error.WhitespaceBeforeColon,
+        '\r' => return error.InvalidHeaderName,
+        '\n' => return error.BareLineFeed,
+        else => return error.InvalidHeaderName,
+    }
+    const name = bytes[start..i];
+    var value_start = i + 1;
+    while (value_start < bytes.len and (bytes[value_start] == ' ' or bytes[value_start] == '\t'))
+        value_start += 1;
+    const stop = scan.findValueEnd(bytes, value_start) orelse return .need_more;
+    switch (bytes[stop]) {
+        '\r' => {
+            if (stop + 1 >= bytes.len) return .need_more;
+            if (bytes[stop + 1] != '\n') return error.BareCarriageReturn;
+        },
+        '\n' => return error.BareLineFeed,
+        else => return error.InvalidHeaderValue,
+    }
+    var value_end = stop;
+    while (value_end > value_start and (bytes[value_end - 1] == ' ' or bytes[value_end - 1] == '\t'))
+        value_end -= 1;
+    const line_end = stop + 2;
+    if (line_end - parser.line_start > parser.limits.header_bytes_max)
+        return error.HeaderSectionTooLarge;
+    const count = parser.head.headers.len;
+    if (count == parser.header_storage.len) return error.TooManyHeaders;
+    const value = bytes[value_start..value_end];
+    parser.header_storage[count] = .{ .name = name, .value = value };
+    parser.head.headers = parser.header_storage[0 .. count + 1];
+    try parser.noteField(name, value);
+    parser.offset = @intCast(line_end);
+    return .field;
+}
+
+/// Records what the fields that affect framing and the connection say (one pass).
+fn noteField(parser: *RequestParser, name: []const u8, value: []const u8) Error!void {
+    const facts = &parser.facts;
+    switch (name.len) {
+        4 => if (http.eqlLower(name, "host")) {
+            if (facts.host_count > 0) return error.DuplicateHost;
+            facts.host_count = 1;
+            try validateHost(value);
+            // An absolute-form target's authority wins over Host (RFC 9112 §3.2.2).
+            if (parser.head.host == null) parser.head.host = value;
+        },
+        6 => if (http.eqlLower(name, "expect")) {
+            if (http.eqlLower(value, "100-continue"))
+                parser.head.expect_continue = true
+            else
+                facts.unsupported_expectation = true;
+        },
+        7 => if (http.eqlLower(name, "upgrade")) {
+            parser.head.upgrade = value;
+        },
+        10 => if (http.eqlLower(name, "connection")) {
+            var it: http.ListIterator = .init(value);
+            while (it.next()) |option| {
+                if (http.eqlLower(option, "close")) facts.connection_close = true;
+                if (http.eqlLower(option, "keep-alive")) facts.connection_keep_alive = true;
+                if (http.eqlLower(option, "upgrade")) parser.head.connection_upgrade = true;
+            }
+        },
+        14 => if (http.eqlLower(name, "content-length")) {
+            const length = try parseContentLength(value);
+            if (facts.content_length) |previous| {
+                if (previous != length) return error.ConflictingContentLength;
+            }
+            facts.content_length = length;
+        },
+        17 => if (http.eqlLower(name, "transfer-encoding")) {
+            facts.transfer_encoding = true;
+            var it: http.ListIterator = .init(value);
+            while (it.next()) |coding| {
+                if (facts.chunked) return error.ChunkedNotFinal;
+                if (http.eqlLower(coding, "chunked"))
+                    facts.chunked = true
+                else
+                    facts.unsupported_coding = true;
+            }
+        },
+        else => {},
+    }
+}
+
+/// Parses a Content-Length value: one decimal number, or a list of identical numbers
+/// (RFC 9110 §8.6). Signs, hex, spaces inside numbers and overflow are errors.
+pub fn parseContentLength(value: []const u8) Error!u64 {
+    var result: ?u64 = null;
+    var it: http.ListIterator = .init(value);
+    while (it.next()) |member| {
+        var length: u64 = 0;
+        for (member) |c| {
+            if (c < '0' or c > '9') return error.InvalidContentLength;
+            length = std.math.mul(u64, length, 10) catch return error.InvalidContentLength;
+            length = std.math.add(u64, length, c - '0') catch return error.InvalidContentLength;
+        }
+        if (result) |r| if (r != length) return error.ConflictingContentLength;
+        result = length;
+    }
+    return result orelse error.InvalidContentLength;
+}
+
+/// Checks `uri-host [":" port]` (RFC 9110 §7.2, RFC 3986 §3.2.2) loosely enough for real
+/// clients and strictly enough to keep whitespace, '@', '/' and friends out. Empty is allowed.
+fn validateHost(value: []const u8) Error!void {
+    if (value.len > 0 and value[0] == '[') { // IP-literal
+        const close = std.mem.findScalar(u8, value, ']') orelse return error.InvalidHost;
+        for (value[1..close]) |c| {
+            if (!(std.ascii.isHex(c) or c == ':' or c == '.')) return error.InvalidHost;
+        }
+        return validatePort(value[close + 1 ..]);
+    }
+    const colon = std.mem.findScalar(u8, value, ':') orelse value.len;
+    for (value[0..colon]) |c| {
+        const ok = std.ascii.isAlphanumeric(c) or switch (c) {
+            '-', '.', '_', '~', '%', '!', '$', '&', '\'', '(', ')', '*', '+', ',', ';', '=' => true,
+            else => false,
+        };
+        if (!ok) return error.InvalidHost;
+    }
+    return validatePort(value[colon..]);
+}
+
+fn validatePort(rest: []const u8) Error!void {
+    if (rest.len == 0) return;
+    if (rest[0] != ':' or rest.len > 6) return error.InvalidHost;
+    for (rest[1..]) |c| if (!std.ascii.isDigit(c)) return error.InvalidHost;
+}
+
+/// Decides framing and persistence once all fields are in (RFC 9112 §6.3, §9.3).
+fn finish(parser: *RequestParser) Error!void {
+    const head = &parser.head;
+    const facts = &parser.facts;
+    head.len = parser.offset;
+    if (head.version == .http11 and facts.host_count == 0) return error.MissingHost;
+    if (facts.transfer_encoding) {
+        if (facts.content_length != null) return error.ContentLengthWithTransferEncoding;
+        if (head.version == .http10) return error.TransferEncodingInHttp10;
+        if (facts.unsupported_coding) return error.UnsupportedTransferEncoding;
+        if (!facts.chunked) return error.ChunkedNotFinal;
+        head.framing = .chunked;
+    } else if (facts.content_length) |length| {
+        head.framing = if (length == 0) .none else .{ .content_length = length };
+    }
+    if (facts.unsupported_expectation and head.version == .http11)
+        return error.UnsupportedExpectation;
+    if (head.version == .http10) head.expect_continue = false;
+    head.keep_alive = switch (head.version) {
+        .http11 => !facts.connection_close,
+        .http10 => facts.connection_keep_alive and !facts.connection_close,
+    };
+}
+
+/// The response status for a parse error (DESIGN.md §5).
+pub fn status(err: Error) http.Status {
+    return switch (err) {
+        error.MethodNotImplemented, error.UnsupportedTransferEncoding => .not_implemented,
+        error.VersionNotSupported => .http_version_not_supported,
+        error.RequestLineTooLong => .uri_too_long,
+        error.HeaderSectionTooLarge, error.TooManyHeaders => .request_header_fields_too_large,
+        error.UnsupportedExpectation => .expectation_failed,
+        error.InvalidRequestLine,
+        error.InvalidMethod,
+        error.InvalidTarget,
+        error.InvalidVersion,
+        error.BareCarriageReturn,
+        error.BareLineFeed,
+        error.InvalidHeaderName,
+        error.WhitespaceBeforeColon,
+        error.ObsoleteLineFolding,
+        error.InvalidHeaderValue,
+        error.MissingHost,
+        error.DuplicateHost,
+        error.InvalidHost,
+        error.InvalidContentLength,
+        error.ConflictingContentLength,
+        error.ContentLengthWithTransferEncoding,
+        error.ChunkedNotFinal,
+        error.TransferEncodingInHttp10,
+        => .bad_request,
+    };
+}
+
+/// A short explanation of a parse error, sent as the error response's body.
+pub fn message(err: Error) []const u8 {
+    return switch (err) {
+        error.InvalidRequestLine => "malformed request line",
+        error.InvalidMethod => "method is not a token",
+        error.MethodNotImplemented => "method not implemented",
+        error.InvalidTarget => "invalid request-target",
+        error.InvalidVersion => "malformed HTTP version",
+        error.VersionNotSupported => "only HTTP/1.0 and HTTP/1.1 are supported",
+        error.RequestLineTooLong => "request line too long",
+        error.BareCarriageReturn => "CR not followed by LF",
+        error.BareLineFeed => "line ends in LF without CR",
+        error.InvalidHeaderName => "invalid header field name",
+        error.WhitespaceBeforeColon => "whitespace between header name and colon",
+        error.ObsoleteLineFolding => "obsolete line folding is not allowed",
+        error.InvalidHeaderValue => "control character in header field value",
+        error.HeaderSectionTooLarge => "request header section too large",
+        error.TooManyHeaders => "too many header fields",
+        error.MissingHost => "HTTP/1.1 request without Host",
+        error.DuplicateHost => "more than one Host header",
+        error.InvalidHost => "invalid Host header",
+        error.InvalidContentLength => "invalid Content-Length",
+        error.ConflictingContentLength => "conflicting Content-Length values",
+        error.ContentLengthWithTransferEncoding => "both Content-Length and Transfer-Encoding",
+        error.ChunkedNotFinal => "chunked must be the final transfer coding, exactly once",
+        error.TransferEncodingInHttp10 => "Transfer-Encoding in an HTTP/1.0 request",
+        error.UnsupportedTransferEncoding => "transfer coding not implemented",
+        error.UnsupportedExpectation => "only 100-continue is supported in Expect",
+    };
+}
+
+test {
+    _ = @import("request_parser_test.zig");
+}
