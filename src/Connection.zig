@@ -42,6 +42,14 @@ send_deadline_ms: u64 = 0,
 /// Set by engines that run handlers on a thread of their own, to stream responses.
 sink: ?*const Sink = null,
 
+/// What an engine sends to a connection it cannot take (over `connections_max`) before
+/// closing it.
+pub const overloaded_response = "HTTP/1.1 503 Service Unavailable\r\n" ++
+    "Content-Type: text/plain; charset=utf-8\r\nContent-Length: " ++
+    std.fmt.comptimePrint("{d}", .{overloaded_body.len}) ++ "\r\nConnection: close\r\n\r\n" ++
+    overloaded_body;
+const overloaded_body = "503 Service Unavailable: too many connections\n";
+
 /// Where a connection is in its request/response cycle.
 pub const Phase = enum {
     /// Waiting for the first byte of a request; no exchange held.
@@ -551,7 +559,8 @@ fn finishStream(c: *Connection, x: *Exchange) void {
     if (rest.len > 0) {
         @memcpy(out[i..][0..size.len], size);
         i += size.len;
-        @memcpy(out[i..][0..rest.len], rest);
+        // `rest` may sit further along in the same buffer (the reserve in front of it).
+        std.mem.copyForwards(u8, out[i..][0..rest.len], rest);
         i += rest.len;
         @memcpy(out[i..][0..2], "\r\n");
         i += 2;

@@ -1,6 +1,46 @@
 //! Engines: the code that waits for sockets and makes the syscalls. Every engine drives the
 //! same sans-I/O `Connection`; `Kind` is what `Config.engine` and `--engine` choose from.
 const std = @import("std");
+const linux = std.os.linux;
+
+pub const socket = @import("engine/socket.zig");
+pub const Epoll = @import("engine/Epoll.zig");
+pub const Blocking = @import("engine/Blocking.zig");
+
+/// What a server shares with its engine threads: the stop request.
+pub const Control = struct {
+    /// Set once when the server should stop accepting, finish in-flight requests and return.
+    stopping: std.atomic.Value(bool) = .init(false),
+    /// An eventfd that becomes readable (and stays so) when `stopping` is set; every engine
+    /// thread watches it.
+    wake_fd: linux.fd_t,
+    /// How long engines may spend finishing in-flight requests after the stop.
+    shutdown_timeout_ms: u32,
+
+    /// Creates the eventfd.
+    pub fn init(shutdown_timeout_ms: u32) error{SystemResources}!Control {
+        const rc = linux.eventfd(0, linux.EFD.CLOEXEC | linux.EFD.NONBLOCK);
+        if (linux.errno(rc) != .SUCCESS) return error.SystemResources;
+        return .{ .wake_fd = @intCast(rc), .shutdown_timeout_ms = shutdown_timeout_ms };
+    }
+
+    /// Closes the eventfd.
+    pub fn deinit(control: *Control) void {
+        _ = linux.close(control.wake_fd);
+    }
+
+    /// Asks every engine thread to stop. Safe from any thread and from a signal handler.
+    pub fn stop(control: *Control) void {
+        control.stopping.store(true, .release);
+        const one: u64 = 1;
+        _ = linux.write(control.wake_fd, std.mem.asBytes(&one), @sizeOf(u64));
+    }
+
+    /// Whether a stop was requested.
+    pub fn stopRequested(control: *const Control) bool {
+        return control.stopping.load(.acquire);
+    }
+};
 
 /// The engines saker offers.
 pub const Kind = enum {
@@ -20,6 +60,10 @@ pub const Kind = enum {
         return std.meta.stringToEnum(Kind, name);
     }
 };
+
+test {
+    _ = socket;
+}
 
 test "Kind.parse: exactly the five names" {
     try std.testing.expectEqual(Kind.epoll, Kind.parse("epoll").?);

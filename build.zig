@@ -1,0 +1,110 @@
+//! saker's build.
+//!   ./zigw build                      the `saker` CLI and every example into zig-out/bin
+//!   ./zigw build run [-- ARGS]        run the hello example (a server on 127.0.0.1:8080)
+//!   ./zigw build run-NAME [-- ARGS]   run examples/NAME.zig
+//!   ./zigw build test                 unit and integration tests
+//!   ./zigw build bench                micro-benchmarks (always ReleaseFast)
+//!   ./zigw build docs                 API docs into zig-out/docs
+//! -Doptimize=debug|safe|fast|small is honoured by everything but `bench`.
+const std = @import("std");
+
+const examples = [_][]const u8{ "hello", "counter", "echo" };
+
+pub fn build(b: *std.Build) void {
+    const target = b.standardTargetOptions(.{});
+    const optimize = b.standardOptimizeOption(.{});
+    const test_filters = b.option([]const []const u8, "test-filter", "Run only tests whose name contains this") orelse &.{};
+
+    const saker = b.addModule("saker", .{
+        .root_source_file = b.path("src/root.zig"),
+        .target = target,
+        .optimize = optimize,
+    });
+
+    const cli = b.addExecutable(.{
+        .name = "saker",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("src/main.zig"),
+            .target = target,
+            .optimize = optimize,
+            .imports = &.{.{ .name = "saker", .module = saker }},
+        }),
+    });
+    b.installArtifact(cli);
+    const run_cli = b.addRunArtifact(cli);
+    run_cli.addPassthruArgs();
+    b.step("run-saker", "Run the saker CLI").dependOn(&run_cli.step);
+
+    var example_exes: [examples.len]*std.Build.Step.Compile = undefined;
+    for (examples, &example_exes) |name, *exe| {
+        exe.* = b.addExecutable(.{
+            .name = name,
+            .root_module = b.createModule(.{
+                .root_source_file = b.path(b.fmt("examples/{s}.zig", .{name})),
+                .target = target,
+                .optimize = optimize,
+                .imports = &.{.{ .name = "saker", .module = saker }},
+            }),
+        });
+        b.installArtifact(exe.*);
+        const run = b.addRunArtifact(exe.*);
+        run.addPassthruArgs();
+        b.step(b.fmt("run-{s}", .{name}), b.fmt("Run examples/{s}.zig", .{name})).dependOn(&run.step);
+    }
+    const run_hello = b.addRunArtifact(example_exes[0]);
+    run_hello.addPassthruArgs();
+    b.step("run", "Run the hello example server (127.0.0.1:8080)").dependOn(&run_hello.step);
+
+    // Tests: unit tests beside the code, and the integration suite over real sockets.
+    const test_step = b.step("test", "Run unit and integration tests");
+    const unit_tests = b.addTest(.{ .name = "unit", .root_module = saker, .filters = test_filters });
+    const options = b.addOptions();
+    for (examples, example_exes) |name, exe| options.addOptionPath(b.fmt("{s}_exe", .{name}), exe.getEmittedBin());
+    const integration_tests = b.addTest(.{
+        .name = "integration",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("tests/integration.zig"),
+            .target = target,
+            .optimize = optimize,
+            .imports = &.{
+                .{ .name = "saker", .module = saker },
+                .{ .name = "build_options", .module = options.createModule() },
+            },
+        }),
+        .filters = test_filters,
+    });
+    for ([_]*std.Build.Step.Compile{ unit_tests, integration_tests }) |t| {
+        const run = b.addRunArtifact(t);
+        run.has_side_effects = true; // always run, so the summary counts every test
+        test_step.dependOn(&run.step);
+    }
+
+    // Micro-benchmarks: their own module graph, pinned to ReleaseFast.
+    const saker_fast = b.createModule(.{
+        .root_source_file = b.path("src/root.zig"),
+        .target = target,
+        .optimize = .ReleaseFast,
+    });
+    const bench_exe = b.addExecutable(.{
+        .name = "bench-micro",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("bench/micro.zig"),
+            .target = target,
+            .optimize = .ReleaseFast,
+            .imports = &.{.{ .name = "saker", .module = saker_fast }},
+        }),
+    });
+    const bench_run = b.addRunArtifact(bench_exe);
+    bench_run.addPassthruArgs();
+    b.step("bench", "Run the micro-benchmarks (ReleaseFast)").dependOn(&bench_run.step);
+    const bench_install = b.addInstallArtifact(bench_exe, .{});
+    b.step("bench-install", "Build the micro-benchmark binary").dependOn(&bench_install.step);
+
+    const docs_lib = b.addLibrary(.{ .name = "saker", .root_module = saker });
+    const docs = b.addInstallDirectory(.{
+        .source_dir = docs_lib.getEmittedDocs(),
+        .install_dir = .prefix,
+        .install_subdir = "docs",
+    });
+    b.step("docs", "Generate API docs into zig-out/docs").dependOn(&docs.step);
+}

@@ -1,0 +1,144 @@
+//! Command-line helpers shared by the `saker` CLI and the examples: the server flags every
+//! program takes (`--host`, `--port`, `--workers`, `--engine`), a one-line error for bad input,
+//! and the `listening on http://HOST:PORT` line printed once the port is bound.
+const std = @import("std");
+const Config = @import("Config.zig");
+const engine = @import("engine.zig");
+
+/// Why a flag was rejected; `Diagnostic.message` says which flag and why.
+pub const FlagError = error{ UnknownFlag, MissingValue, InvalidValue };
+
+/// A human-readable reason for the last `FlagError`.
+pub const Diagnostic = struct {
+    buffer: [256]u8 = undefined,
+    message: []const u8 = "",
+
+    fn set(d: *Diagnostic, comptime format: []const u8, args: anytype) void {
+        d.message = std.mem.print(&d.buffer, format, args) catch format;
+    }
+};
+
+/// Help text for the server flags.
+pub const server_flags_help =
+    \\  --host ADDRESS   IPv4 or IPv6 address to listen on (default 127.0.0.1)
+    \\  --port N         TCP port, 0 for any free port (default 8080)
+    \\  --workers N      engine threads, 0 for one per CPU (default 0)
+    \\  --engine NAME    blocking, thread_per_connection, worker_pool, epoll, io_uring
+    \\
+;
+
+/// Applies the server flag at `args[index.*]` (and its value) to `config`, advancing `index`.
+/// Returns false, consuming nothing, when `args[index.*]` is not a server flag.
+pub fn applyServerFlag(config: *Config, args: []const []const u8, index: *usize, diagnostic: *Diagnostic) FlagError!bool {
+    const flag = args[index.*];
+    const names = [_][]const u8{ "--host", "--port", "--workers", "--engine" };
+    const known = for (names) |name| {
+        if (std.mem.eql(u8, flag, name)) break true;
+    } else false;
+    if (!known) return false;
+    if (index.* + 1 >= args.len) {
+        diagnostic.set("{s} needs a value", .{flag});
+        return error.MissingValue;
+    }
+    const value = args[index.* + 1];
+    index.* += 2;
+    if (std.mem.eql(u8, flag, "--host")) {
+        if (std.Io.net.IpAddress.parse(value, 0)) |_| {} else |_| {
+            diagnostic.set("--host: '{s}' is not an IPv4 or IPv6 address", .{value});
+            return error.InvalidValue;
+        }
+        config.host = value;
+    } else if (std.mem.eql(u8, flag, "--port")) {
+        config.port = std.fmt.parseInt(u16, value, 10) catch {
+            diagnostic.set("--port: '{s}' is not a port number (0-65535)", .{value});
+            return error.InvalidValue;
+        };
+    } else if (std.mem.eql(u8, flag, "--workers")) {
+        config.workers = std.fmt.parseInt(u16, value, 10) catch {
+            diagnostic.set("--workers: '{s}' is not a number", .{value});
+            return error.InvalidValue;
+        };
+        if (config.workers > 1024) {
+            diagnostic.set("--workers: at most 1024", .{});
+            return error.InvalidValue;
+        }
+    } else {
+        config.engine = engine.Kind.parse(value) orelse {
+            diagnostic.set("--engine: '{s}' is not one of blocking, thread_per_connection, worker_pool, epoll, io_uring", .{value});
+            return error.InvalidValue;
+        };
+    }
+    return true;
+}
+
+/// Parses an example's arguments (server flags only). On bad input, prints one line and the
+/// usage to stderr and exits with status 2.
+pub fn parseExampleArgs(init: std.process.Init, config: *Config, comptime usage: []const u8) void {
+    const args = init.minimal.args.toSlice(init.arena.allocator()) catch fatalUsage(init.io, "out of memory", usage);
+    var diagnostic: Diagnostic = .{};
+    var index: usize = 1;
+    while (index < args.len) {
+        if (std.mem.eql(u8, args[index], "--help") or std.mem.eql(u8, args[index], "-h")) {
+            printTo(init.io, .stdout(), usage ++ "\n" ++ server_flags_help);
+            std.process.exit(0);
+        }
+        const applied = applyServerFlag(config, args, &index, &diagnostic) catch
+            fatalUsage(init.io, diagnostic.message, usage);
+        if (!applied) {
+            diagnostic.set("unknown argument '{s}'", .{args[index]});
+            fatalUsage(init.io, diagnostic.message, usage);
+        }
+    }
+}
+
+/// Prints `error: message` and the usage on stderr and exits with status 2.
+pub fn fatalUsage(io: std.Io, message: []const u8, comptime usage: []const u8) noreturn {
+    var buffer: [512]u8 = undefined;
+    const line = std.mem.print(&buffer, "error: {s}\n", .{message}) catch "error\n";
+    printTo(io, .stderr(), line);
+    printTo(io, .stderr(), usage ++ "\n" ++ server_flags_help);
+    std.process.exit(2);
+}
+
+fn printTo(io: std.Io, file: std.Io.File, text: []const u8) void {
+    var buffer: [1024]u8 = undefined;
+    var writer: std.Io.File.Writer = .initStreaming(file, io, &buffer);
+    writer.interface.writeAll(text) catch return;
+    writer.interface.flush() catch return;
+}
+
+/// Prints `listening on http://HOST:PORT` on stdout, flushed at once, so scripts can read the
+/// real port.
+pub fn announce(io: std.Io, host: []const u8, port: u16) void {
+    var buffer: [128]u8 = undefined;
+    const is_ip6 = std.mem.findScalar(u8, host, ':') != null;
+    const line = if (is_ip6)
+        std.mem.print(&buffer, "listening on http://[{s}]:{d}\n", .{ host, port }) catch unreachable
+    else
+        std.mem.print(&buffer, "listening on http://{s}:{d}\n", .{ host, port }) catch unreachable;
+    printTo(io, .stdout(), line);
+}
+
+test "applyServerFlag: values, errors and unknown flags" {
+    var config: Config = .{};
+    var diagnostic: Diagnostic = .{};
+    const args = [_][]const u8{ "--port", "0", "--engine", "blocking", "--workers", "3", "--host", "::1", "--x" };
+    var index: usize = 0;
+    while (index < 8) try std.testing.expect(try applyServerFlag(&config, &args, &index, &diagnostic));
+    try std.testing.expectEqual(@as(u16, 0), config.port);
+    try std.testing.expectEqual(engine.Kind.blocking, config.engine);
+    try std.testing.expectEqual(@as(u16, 3), config.workers);
+    try std.testing.expectEqualStrings("::1", config.host);
+    try std.testing.expect(!try applyServerFlag(&config, &args, &index, &diagnostic));
+
+    const bad = [_][]const u8{ "--engine", "fast" };
+    index = 0;
+    try std.testing.expectError(error.InvalidValue, applyServerFlag(&config, &bad, &index, &diagnostic));
+    try std.testing.expect(std.mem.find(u8, diagnostic.message, "fast") != null);
+    const missing = [_][]const u8{"--port"};
+    index = 0;
+    try std.testing.expectError(error.MissingValue, applyServerFlag(&config, &missing, &index, &diagnostic));
+    const port = [_][]const u8{ "--port", "70000" };
+    index = 0;
+    try std.testing.expectError(error.InvalidValue, applyServerFlag(&config, &port, &index, &diagnostic));
+}

@@ -1,0 +1,332 @@
+//! The epoll engine: one thread per worker, each with its own SO_REUSEPORT listener and epoll
+//! instance, sharing nothing. Sockets are non-blocking and registered once, edge-triggered, for
+//! reading and writing; each connection remembers whether it may read or write without
+//! waiting, and `drive` runs its `Connection` until it has to wait. Timeouts are checked by a
+//! sweep over the connections a few times per shortest timeout, so the hot path arms no timers.
+const std = @import("std");
+const assert = std.debug.assert;
+const linux = std.os.linux;
+const socket = @import("socket.zig");
+const engine = @import("../engine.zig");
+const Worker = @import("../Worker.zig");
+const Connection = @import("../Connection.zig");
+
+const log = std.log.scoped(.saker);
+
+const Epoll = @This();
+
+worker: *Worker,
+listener: ?socket.Listener,
+control: *engine.Control,
+epoll_fd: linux.fd_t,
+/// Connection slots, touched lazily; `slots_touched` have been used at least once.
+slots: []Slot,
+slots_touched: u32 = 0,
+/// Head of the free list of slots (`none` when empty).
+free_slot: u32 = none,
+/// Slots in use.
+active: u32 = 0,
+/// Accepting stops until then after EMFILE/ENFILE, so a full fd table is not a busy loop.
+accept_paused_until_ms: u64 = 0,
+/// Whether the listener may have pending connections (edge-triggered).
+listener_ready: bool = false,
+draining: bool = false,
+drain_deadline_ms: u64 = 0,
+next_sweep_ms: u64 = 0,
+sweep_interval_ms: u64,
+
+const none = std.math.maxInt(u32);
+/// epoll_wait batch size.
+const events_max = 256;
+/// Connections accepted per loop iteration before other work gets a turn.
+const accepts_per_round = 64;
+const listener_tag: u64 = std.math.maxInt(u64);
+const wake_tag: u64 = std.math.maxInt(u64) - 1;
+
+const Slot = struct {
+    connection: Connection,
+    fd: linux.fd_t,
+    /// Bumped on every reuse, so an event for a previous occupant is recognised.
+    generation: u32,
+    next_free: u32,
+    in_use: bool,
+    /// Whether a read might find data (edge-triggered readiness not yet consumed).
+    readable: bool,
+    /// Whether a write might find room.
+    writable: bool,
+    /// The peer closed its side (EPOLLRDHUP): keep reading until EOF is seen.
+    peer_closed: bool,
+};
+
+/// Runs an epoll engine on the calling thread until the server stops.
+pub fn run(worker: *Worker, listener: socket.Listener, control: *engine.Control, connections_max: u32) void {
+    var loop = Epoll.init(worker, listener, control, connections_max) catch |err| {
+        log.err("epoll engine failed to start: {t}", .{err});
+        listener.close();
+        return;
+    };
+    defer loop.deinit();
+    loop.serve();
+}
+
+fn init(worker: *Worker, listener: socket.Listener, control: *engine.Control, connections_max: u32) !Epoll {
+    const rc = linux.epoll_create1(linux.EPOLL.CLOEXEC);
+    if (linux.errno(rc) != .SUCCESS) return error.SystemResources;
+    const epoll_fd: linux.fd_t = @intCast(rc);
+    errdefer _ = linux.close(epoll_fd);
+    const slots = try std.heap.page_allocator.alloc(Slot, connections_max);
+    errdefer std.heap.page_allocator.free(slots);
+    try add(epoll_fd, listener.fd, linux.EPOLL.IN | linux.EPOLL.ET, listener_tag);
+    try add(epoll_fd, control.wake_fd, linux.EPOLL.IN, wake_tag);
+    const config = worker.config;
+    const shortest = @min(config.header_timeout_ms, config.body_timeout_ms, config.idle_timeout_ms, config.write_timeout_ms, config.linger_timeout_ms);
+    return .{
+        .worker = worker,
+        .listener = listener,
+        .control = control,
+        .epoll_fd = epoll_fd,
+        .slots = slots,
+        .sweep_interval_ms = std.math.clamp(shortest / 4, 5, 1000),
+    };
+}
+
+fn deinit(loop: *Epoll) void {
+    for (loop.slots[0..loop.slots_touched]) |*slot| {
+        if (slot.in_use) loop.closeSlot(slot);
+    }
+    if (loop.listener) |l| l.close();
+    std.heap.page_allocator.free(loop.slots);
+    _ = linux.close(loop.epoll_fd);
+}
+
+fn add(epoll_fd: linux.fd_t, fd: linux.fd_t, events: u32, data: u64) error{SystemResources}!void {
+    var event: linux.epoll_event = .{ .events = events, .data = .{ .u64 = data } };
+    const rc = linux.epoll_ctl(epoll_fd, linux.EPOLL.CTL_ADD, fd, &event);
+    if (linux.errno(rc) != .SUCCESS) return error.SystemResources;
+}
+
+fn serve(loop: *Epoll) void {
+    var events: [events_max]linux.epoll_event = undefined;
+    loop.worker.updateClock();
+    loop.next_sweep_ms = loop.worker.now_ms + loop.sweep_interval_ms;
+    while (true) {
+        const timeout: i32 = if (loop.listener_ready and loop.acceptAllowed())
+            0
+        else
+            @intCast(loop.next_sweep_ms -| loop.worker.now_ms);
+        const rc = linux.epoll_wait(loop.epoll_fd, &events, events_max, timeout);
+        loop.worker.updateClock();
+        const count: usize = switch (linux.errno(rc)) {
+            .SUCCESS => rc,
+            .INTR => 0,
+            else => |err| {
+                log.err("epoll_wait: E.{t}", .{err});
+                return;
+            },
+        };
+        for (events[0..count]) |event| switch (event.data.u64) {
+            listener_tag => loop.listener_ready = true,
+            wake_tag => loop.beginDrain(),
+            else => loop.onEvent(event),
+        };
+        if (loop.listener_ready and loop.acceptAllowed()) loop.acceptRound();
+        if (loop.worker.now_ms >= loop.next_sweep_ms) {
+            loop.sweep();
+            loop.next_sweep_ms = loop.worker.now_ms + loop.sweep_interval_ms;
+        }
+        if (loop.draining) {
+            if (loop.active == 0) return;
+            if (loop.worker.now_ms >= loop.drain_deadline_ms) {
+                log.warn("shutdown timeout: closing {d} connections with requests in flight", .{loop.active});
+                return;
+            }
+        }
+    }
+}
+
+fn acceptAllowed(loop: *const Epoll) bool {
+    return loop.listener != null and loop.worker.now_ms >= loop.accept_paused_until_ms;
+}
+
+fn acceptRound(loop: *Epoll) void {
+    const listener = loop.listener.?;
+    for (0..accepts_per_round) |_| {
+        const fd = socket.accept(listener.fd, true) catch |err| switch (err) {
+            error.WouldBlock => {
+                loop.listener_ready = false;
+                return;
+            },
+            error.Interrupted, error.ConnectionAborted => continue,
+            error.SystemResources => {
+                log.warn("accept: out of file descriptors or memory; pausing accepts for 100 ms", .{});
+                loop.accept_paused_until_ms = loop.worker.now_ms + 100;
+                return;
+            },
+            error.ListenerClosed, error.Unexpected => {
+                loop.accept_paused_until_ms = loop.worker.now_ms + 100;
+                return;
+            },
+        };
+        loop.onAccept(fd);
+    }
+}
+
+fn onAccept(loop: *Epoll, fd: linux.fd_t) void {
+    const slot = loop.takeSlot() orelse {
+        // Over connections_max: say so and close, without a slot or an exchange.
+        _ = socket.writev(fd, &.{.{ .base = Connection.overloaded_response.ptr, .len = Connection.overloaded_response.len }}) catch {};
+        socket.close(fd);
+        return;
+    };
+    socket.setNoDelay(fd);
+    slot.fd = fd;
+    slot.readable = false;
+    slot.writable = true;
+    slot.peer_closed = false;
+    slot.connection = .init(loop.worker);
+    const index: u32 = @intCast(slot - loop.slots.ptr);
+    const data = @as(u64, slot.generation) << 32 | index;
+    add(loop.epoll_fd, fd, linux.EPOLL.IN | linux.EPOLL.OUT | linux.EPOLL.RDHUP | linux.EPOLL.ET, data) catch {
+        loop.closeSlot(slot);
+        return;
+    };
+    if (loop.draining) slot.connection.drain();
+}
+
+fn takeSlot(loop: *Epoll) ?*Slot {
+    const slot = if (loop.free_slot != none) blk: {
+        const slot = &loop.slots[loop.free_slot];
+        loop.free_slot = slot.next_free;
+        break :blk slot;
+    } else blk: {
+        if (loop.slots_touched == loop.slots.len) return null;
+        const slot = &loop.slots[loop.slots_touched];
+        slot.generation = 0;
+        loop.slots_touched += 1;
+        break :blk slot;
+    };
+    slot.in_use = true;
+    slot.generation +%= 1;
+    loop.active += 1;
+    return slot;
+}
+
+fn closeSlot(loop: *Epoll, slot: *Slot) void {
+    assert(slot.in_use);
+    // close() removes the fd from the epoll set.
+    socket.close(slot.fd);
+    slot.connection.deinit();
+    slot.in_use = false;
+    slot.next_free = loop.free_slot;
+    loop.free_slot = @intCast(slot - loop.slots.ptr);
+    loop.active -= 1;
+}
+
+fn onEvent(loop: *Epoll, event: linux.epoll_event) void {
+    const index: u32 = @truncate(event.data.u64);
+    const generation: u32 = @intCast(event.data.u64 >> 32);
+    const slot = &loop.slots[index];
+    if (!slot.in_use or slot.generation != generation) return; // stale
+    const flags = event.events;
+    if (flags & (linux.EPOLL.IN | linux.EPOLL.HUP | linux.EPOLL.ERR | linux.EPOLL.RDHUP) != 0) slot.readable = true;
+    if (flags & (linux.EPOLL.OUT | linux.EPOLL.HUP | linux.EPOLL.ERR) != 0) slot.writable = true;
+    if (flags & (linux.EPOLL.RDHUP | linux.EPOLL.HUP) != 0) slot.peer_closed = true;
+    loop.drive(slot);
+}
+
+/// Runs the connection until it must wait for the socket (or is closed).
+fn drive(loop: *Epoll, slot: *Slot) void {
+    const c = &slot.connection;
+    // Each step moves bytes or changes state; the bound only catches a connection bug.
+    for (0..1_000_000) |_| {
+        switch (c.next()) {
+            .recv => {
+                if (!slot.readable) return;
+                const buffer = c.recvBuffer() orelse return loop.closeSlot(slot);
+                const n = socket.recv(slot.fd, buffer) catch |err| switch (err) {
+                    error.WouldBlock => {
+                        slot.readable = false;
+                        c.onWouldBlock();
+                        return;
+                    },
+                    error.Interrupted => continue,
+                    error.ConnectionLost, error.Unexpected => {
+                        c.onError();
+                        continue;
+                    },
+                };
+                // A short read drained the socket: the next data raises a new edge.
+                if (n > 0 and n < buffer.len and !slot.peer_closed) slot.readable = false;
+                c.onRecv(n);
+            },
+            .send => |iovecs| {
+                if (!slot.writable) return;
+                const n = socket.writev(slot.fd, iovecs) catch |err| switch (err) {
+                    error.WouldBlock => {
+                        slot.writable = false;
+                        return;
+                    },
+                    error.Interrupted => continue,
+                    error.ConnectionLost, error.Unexpected => {
+                        c.onError();
+                        continue;
+                    },
+                };
+                c.onSend(n);
+            },
+            .send_file => |file| {
+                if (!slot.writable) return;
+                const n = socket.sendfile(slot.fd, file.fd, file.offset, file.len) catch |err| switch (err) {
+                    error.WouldBlock => {
+                        slot.writable = false;
+                        return;
+                    },
+                    error.Interrupted => continue,
+                    error.ConnectionLost, error.Unexpected => {
+                        c.onError();
+                        continue;
+                    },
+                };
+                if (n == 0) { // the file shrank under us
+                    c.onError();
+                    continue;
+                }
+                c.onSend(n);
+            },
+            .shutdown => {
+                socket.shutdownWrite(slot.fd);
+                c.onShutdown();
+            },
+            .close => return loop.closeSlot(slot),
+        }
+    }
+    log.err("connection made no progress in 1000000 steps; closing it", .{});
+    loop.closeSlot(slot);
+}
+
+/// Applies timeouts (and, while draining, closes connections that went idle).
+fn sweep(loop: *Epoll) void {
+    const now = loop.worker.now_ms;
+    for (loop.slots[0..loop.slots_touched]) |*slot| {
+        if (!slot.in_use) continue;
+        if (loop.draining) slot.connection.drain();
+        if (now >= slot.connection.deadline()) slot.connection.onTimeout();
+        loop.drive(slot);
+    }
+}
+
+fn beginDrain(loop: *Epoll) void {
+    if (loop.draining) return;
+    loop.draining = true;
+    loop.worker.draining = true;
+    loop.drain_deadline_ms = loop.worker.now_ms + loop.control.shutdown_timeout_ms;
+    // Level-triggered and never reset: stop watching it so epoll_wait does not spin.
+    _ = linux.epoll_ctl(loop.epoll_fd, linux.EPOLL.CTL_DEL, loop.control.wake_fd, null);
+    if (loop.listener) |l| {
+        l.close();
+        loop.listener = null;
+        loop.listener_ready = false;
+    }
+    loop.sweep_interval_ms = @min(loop.sweep_interval_ms, 10);
+    loop.sweep();
+}

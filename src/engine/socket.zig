@@ -1,0 +1,271 @@
+//! The socket syscalls engines make, each with its own error set and every errno mapped:
+//! errors a peer or the system can cause are named, errors only a bug in saker can cause are
+//! `unreachable`, and anything else is `Unexpected` (logged once here with its errno).
+const std = @import("std");
+const linux = std.os.linux;
+const posix = std.posix;
+
+const log = std.log.scoped(.saker);
+
+pub const fd_t = linux.fd_t;
+
+fn unexpected(operation: []const u8, err: linux.E) error{Unexpected} {
+    log.warn("{s}: unexpected E.{t} ({d})", .{ operation, err, @backingInt(err) });
+    return error.Unexpected;
+}
+
+/// Why a listener could not be created.
+pub const ListenError = error{
+    /// `host` is not an IPv4 or IPv6 literal.
+    InvalidAddress,
+    /// Another socket holds the port (without SO_REUSEPORT, or as another user).
+    AddressInUse,
+    /// The address is not one of this machine's.
+    AddressNotAvailable,
+    /// A privileged port without the privilege.
+    AccessDenied,
+    /// Out of file descriptors or kernel memory.
+    SystemResources,
+    Unexpected,
+};
+
+/// A listening TCP socket and the port it is bound to.
+pub const Listener = struct {
+    fd: fd_t,
+    port: u16,
+
+    /// Closes the socket.
+    pub fn close(listener: Listener) void {
+        _ = linux.close(listener.fd);
+    }
+};
+
+/// How to create a listener.
+pub const ListenOptions = struct {
+    /// An IPv4 or IPv6 literal.
+    host: []const u8,
+    /// 0 lets the kernel pick.
+    port: u16,
+    backlog: u31,
+    /// Non-blocking accept (event engines).
+    nonblocking: bool,
+    /// SO_REUSEPORT, so each worker can own a listener on the same port.
+    reuse_port: bool = true,
+};
+
+fn mapListen(operation: []const u8, rc: usize) ListenError!usize {
+    return switch (linux.errno(rc)) {
+        .SUCCESS => rc,
+        .ADDRINUSE => error.AddressInUse,
+        .ADDRNOTAVAIL => error.AddressNotAvailable,
+        .ACCES, .PERM => error.AccessDenied,
+        .NOBUFS, .NOMEM, .MFILE, .NFILE => error.SystemResources,
+        .AFNOSUPPORT, .INVAL => error.InvalidAddress,
+        else => |err| unexpected(operation, err),
+    };
+}
+
+const SocketAddress = union(enum) {
+    in: linux.sockaddr.in,
+    in6: linux.sockaddr.in6,
+
+    fn parse(host: []const u8, port_number: u16) error{InvalidAddress}!SocketAddress {
+        const address = std.Io.net.IpAddress.parse(host, port_number) catch return error.InvalidAddress;
+        return switch (address) {
+            .ip4 => |ip4| .{ .in = .{
+                .port = std.mem.nativeToBig(u16, port_number),
+                .addr = @bitCast(ip4.bytes),
+            } },
+            .ip6 => |ip6| .{ .in6 = .{
+                .port = std.mem.nativeToBig(u16, port_number),
+                .flowinfo = 0,
+                .addr = ip6.bytes,
+                .scope_id = 0,
+            } },
+        };
+    }
+
+    fn family(address: *const SocketAddress) u32 {
+        return switch (address.*) {
+            .in => linux.AF.INET,
+            .in6 => linux.AF.INET6,
+        };
+    }
+
+    fn ptr(address: *SocketAddress) *linux.sockaddr {
+        return switch (address.*) {
+            .in => |*in| @ptrCast(in),
+            .in6 => |*in6| @ptrCast(in6),
+        };
+    }
+
+    fn len(address: *const SocketAddress) linux.socklen_t {
+        return switch (address.*) {
+            .in => @sizeOf(linux.sockaddr.in),
+            .in6 => @sizeOf(linux.sockaddr.in6),
+        };
+    }
+
+    fn port(address: *const SocketAddress) u16 {
+        return switch (address.*) {
+            .in => |in| std.mem.bigToNative(u16, in.port),
+            .in6 => |in6| std.mem.bigToNative(u16, in6.port),
+        };
+    }
+};
+
+/// socket + SO_REUSEADDR (+ SO_REUSEPORT) + bind + listen; reads back the bound port.
+pub fn listen(options: ListenOptions) ListenError!Listener {
+    var address = try SocketAddress.parse(options.host, options.port);
+    const flags: u32 = linux.SOCK.STREAM | linux.SOCK.CLOEXEC |
+        (if (options.nonblocking) @as(u32, linux.SOCK.NONBLOCK) else 0);
+    const fd: fd_t = @intCast(try mapListen("socket", linux.socket(address.family(), flags, linux.IPPROTO.TCP)));
+    errdefer _ = linux.close(fd);
+    try setOption(fd, linux.SOL.SOCKET, linux.SO.REUSEADDR, 1);
+    if (options.reuse_port) try setOption(fd, linux.SOL.SOCKET, linux.SO.REUSEPORT, 1);
+    _ = try mapListen("bind", linux.bind(fd, address.ptr(), address.len()));
+    _ = try mapListen("listen", linux.listen(fd, options.backlog));
+    var bound_len = address.len();
+    _ = try mapListen("getsockname", linux.getsockname(fd, address.ptr(), &bound_len));
+    return .{ .fd = fd, .port = address.port() };
+}
+
+fn setOption(fd: fd_t, level: i32, name: u32, value: c_int) ListenError!void {
+    const rc = linux.setsockopt(fd, level, name, std.mem.asBytes(&value), @sizeOf(c_int));
+    _ = try mapListen("setsockopt", rc);
+}
+
+/// Why accept found no connection.
+pub const AcceptError = error{
+    /// No pending connection (non-blocking listener).
+    WouldBlock,
+    /// The connection was reset before it was accepted; try the next one.
+    ConnectionAborted,
+    /// Out of file descriptors (EMFILE/ENFILE) or memory: back off, keep serving.
+    SystemResources,
+    /// The listener was shut down (server stopping).
+    ListenerClosed,
+    /// Interrupted by a signal.
+    Interrupted,
+    Unexpected,
+};
+
+/// accept4 with CLOEXEC (and NONBLOCK if asked).
+pub fn accept(listener_fd: fd_t, nonblocking: bool) AcceptError!fd_t {
+    const flags: u32 = linux.SOCK.CLOEXEC | (if (nonblocking) @as(u32, linux.SOCK.NONBLOCK) else 0);
+    const rc = linux.accept4(listener_fd, null, null, flags);
+    return switch (linux.errno(rc)) {
+        .SUCCESS => @intCast(rc),
+        .AGAIN => error.WouldBlock,
+        .INTR => error.Interrupted,
+        .CONNABORTED, .PROTO, .PERM => error.ConnectionAborted,
+        .MFILE, .NFILE, .NOBUFS, .NOMEM => error.SystemResources,
+        .INVAL, .BADF => error.ListenerClosed,
+        else => |err| unexpected("accept4", err),
+    };
+}
+
+/// Sets TCP_NODELAY: responses are whole when written, so Nagle's delay only adds latency.
+pub fn setNoDelay(fd: fd_t) void {
+    const one: c_int = 1;
+    // Only fails for a non-TCP fd, which would be our bug; nothing to do about it here.
+    _ = linux.setsockopt(fd, linux.IPPROTO.TCP, linux.TCP.NODELAY, std.mem.asBytes(&one), @sizeOf(c_int));
+}
+
+/// Why a read or write on a connection failed.
+pub const IoError = error{
+    /// Nothing to read, or no room to write (non-blocking socket).
+    WouldBlock,
+    /// The peer reset the connection or it broke (ECONNRESET, EPIPE, ETIMEDOUT, ...).
+    ConnectionLost,
+    /// Interrupted by a signal.
+    Interrupted,
+    Unexpected,
+};
+
+fn mapIo(operation: []const u8, rc: usize) IoError!usize {
+    return switch (linux.errno(rc)) {
+        .SUCCESS => rc,
+        .AGAIN => error.WouldBlock,
+        .INTR => error.Interrupted,
+        .CONNRESET, .PIPE, .TIMEDOUT, .HOSTUNREACH, .NETUNREACH, .NETDOWN, .CONNREFUSED, .NOTCONN => error.ConnectionLost,
+        .NOMEM, .NOBUFS => error.ConnectionLost,
+        else => |err| unexpected(operation, err),
+    };
+}
+
+/// One read; 0 means the peer closed its side.
+pub fn recv(fd: fd_t, buffer: []u8) IoError!usize {
+    return mapIo("read", linux.read(fd, buffer.ptr, buffer.len));
+}
+
+/// One gathered write (sendmsg with MSG_NOSIGNAL: a closed peer is an error, not SIGPIPE).
+pub fn writev(fd: fd_t, iovecs: []const posix.iovec_const) IoError!usize {
+    const count = @min(iovecs.len, 1024); // IOV_MAX
+    const message: linux.msghdr_const = .{
+        .name = null,
+        .namelen = 0,
+        .iov = iovecs.ptr,
+        .iovlen = count,
+        .control = null,
+        .controllen = 0,
+        .flags = 0,
+    };
+    return mapIo("sendmsg", linux.sendmsg(fd, &message, linux.MSG.NOSIGNAL));
+}
+
+/// One sendfile of up to `len` bytes of `file_fd` from `offset`.
+pub fn sendfile(fd: fd_t, file_fd: fd_t, offset: u64, len: u64) IoError!usize {
+    var off: linux.off_t = @intCast(offset);
+    const count: usize = @intCast(@min(len, 1 << 30));
+    const rc = linux.sendfile(fd, file_fd, &off, count);
+    return switch (linux.errno(rc)) {
+        // EINVAL/EIO come from the file side (e.g. it shrank or is not mmap-able): the body
+        // cannot be completed, so the connection is as good as lost.
+        .INVAL, .IO, .OVERFLOW => error.ConnectionLost,
+        else => mapIo("sendfile", rc),
+    };
+}
+
+/// Shuts down the write side (FIN) before a lingering close.
+pub fn shutdownWrite(fd: fd_t) void {
+    // ENOTCONN means the peer is already gone, which is what we wanted anyway.
+    _ = linux.shutdown(fd, linux.SHUT.WR);
+}
+
+/// Shuts down both sides, waking a thread blocked on the socket.
+pub fn shutdownBoth(fd: fd_t) void {
+    _ = linux.shutdown(fd, linux.SHUT.RDWR);
+}
+
+/// Closes a socket.
+pub fn close(fd: fd_t) void {
+    _ = linux.close(fd);
+}
+
+test "listen: ephemeral port, and SO_REUSEPORT shares it" {
+    const a = try listen(.{ .host = "127.0.0.1", .port = 0, .backlog = 16, .nonblocking = true });
+    defer a.close();
+    try std.testing.expect(a.port != 0);
+    const b = try listen(.{ .host = "127.0.0.1", .port = a.port, .backlog = 16, .nonblocking = true });
+    defer b.close();
+    try std.testing.expectError(error.AddressInUse, listen(.{
+        .host = "127.0.0.1",
+        .port = a.port,
+        .backlog = 16,
+        .nonblocking = true,
+        .reuse_port = false,
+    }));
+    try std.testing.expectError(error.WouldBlock, accept(a.fd, true));
+}
+
+test "listen: IPv6 loopback and bad addresses" {
+    if (listen(.{ .host = "::1", .port = 0, .backlog = 16, .nonblocking = true })) |l| {
+        l.close();
+    } else |err| switch (err) {
+        error.AddressNotAvailable, error.InvalidAddress => {}, // no IPv6 on this machine
+        else => return err,
+    }
+    try std.testing.expectError(error.InvalidAddress, listen(.{ .host = "localhost", .port = 0, .backlog = 1, .nonblocking = true }));
+    try std.testing.expectError(error.InvalidAddress, listen(.{ .host = "300.1.1.1", .port = 0, .backlog = 1, .nonblocking = true }));
+}

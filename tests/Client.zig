@@ -1,0 +1,198 @@
+//! A deliberately small HTTP/1.1 test client over a blocking loopback socket: send raw bytes,
+//! read responses (Content-Length, chunked or until close), check for a close. Every read has
+//! a timeout, so a server bug fails a test instead of hanging it.
+const std = @import("std");
+const linux = std.os.linux;
+const posix = std.posix;
+
+const Client = @This();
+
+fd: linux.fd_t,
+/// Bytes read but not yet consumed.
+buffer: [64 * 1024]u8 = undefined,
+start: usize = 0,
+end: usize = 0,
+
+pub const Error = error{ ConnectFailed, SendFailed, ReadFailed, Timeout, Closed, BadResponse, OutOfMemory };
+
+/// A parsed response; `raw_head` and `body` are owned by the caller (free with `deinit`).
+pub const Response = struct {
+    status: u16,
+    raw_head: []u8,
+    body: []u8,
+    chunked: bool,
+
+    pub fn deinit(response: Response, gpa: std.mem.Allocator) void {
+        gpa.free(response.raw_head);
+        gpa.free(response.body);
+    }
+
+    /// The value of header `name` (case-insensitive), or null.
+    pub fn header(response: Response, name: []const u8) ?[]const u8 {
+        var lines = std.mem.splitSequence(u8, response.raw_head, "\r\n");
+        _ = lines.next();
+        while (lines.next()) |line| {
+            const colon = std.mem.findScalar(u8, line, ':') orelse continue;
+            if (std.ascii.eqlIgnoreCase(line[0..colon], name)) return std.mem.trim(u8, line[colon + 1 ..], " \t");
+        }
+        return null;
+    }
+};
+
+/// Connects to 127.0.0.1:`port` with a receive timeout of `timeout_ms`.
+pub fn connect(port: u16, timeout_ms: u32) Error!Client {
+    const rc = linux.socket(linux.AF.INET, linux.SOCK.STREAM | linux.SOCK.CLOEXEC, 0);
+    if (linux.errno(rc) != .SUCCESS) return error.ConnectFailed;
+    const fd: linux.fd_t = @intCast(rc);
+    errdefer _ = linux.close(fd);
+    const timeout: linux.timeval = .{ .sec = @intCast(timeout_ms / 1000), .usec = @intCast((timeout_ms % 1000) * 1000) };
+    _ = linux.setsockopt(fd, linux.SOL.SOCKET, linux.SO.RCVTIMEO, std.mem.asBytes(&timeout), @sizeOf(linux.timeval));
+    _ = linux.setsockopt(fd, linux.SOL.SOCKET, linux.SO.SNDTIMEO, std.mem.asBytes(&timeout), @sizeOf(linux.timeval));
+    var address: linux.sockaddr.in = .{ .port = std.mem.nativeToBig(u16, port), .addr = std.mem.nativeToBig(u32, 0x7f000001) };
+    if (linux.errno(linux.connect(fd, @ptrCast(&address), @sizeOf(linux.sockaddr.in))) != .SUCCESS)
+        return error.ConnectFailed;
+    return .{ .fd = fd };
+}
+
+pub fn close(client: *Client) void {
+    _ = linux.close(client.fd);
+}
+
+/// Sends all of `bytes`.
+pub fn send(client: *Client, bytes: []const u8) Error!void {
+    var sent: usize = 0;
+    while (sent < bytes.len) {
+        const rc = linux.sendto(client.fd, bytes[sent..].ptr, bytes.len - sent, linux.MSG.NOSIGNAL, null, 0);
+        switch (linux.errno(rc)) {
+            .SUCCESS => sent += rc,
+            .INTR => continue,
+            else => return error.SendFailed,
+        }
+    }
+}
+
+fn fill(client: *Client) Error!usize {
+    if (client.start > 0) {
+        std.mem.copyForwards(u8, client.buffer[0 .. client.end - client.start], client.buffer[client.start..client.end]);
+        client.end -= client.start;
+        client.start = 0;
+    }
+    if (client.end == client.buffer.len) return error.BadResponse;
+    while (true) {
+        const rc = linux.read(client.fd, client.buffer[client.end..].ptr, client.buffer.len - client.end);
+        switch (linux.errno(rc)) {
+            .SUCCESS => {
+                client.end += rc;
+                return rc;
+            },
+            .INTR => continue,
+            .AGAIN => return error.Timeout,
+            .CONNRESET => return 0,
+            else => return error.ReadFailed,
+        }
+    }
+}
+
+fn buffered(client: *Client) []u8 {
+    return client.buffer[client.start..client.end];
+}
+
+/// Reads exactly `len` bytes.
+pub fn readExact(client: *Client, gpa: std.mem.Allocator, len: usize) Error![]u8 {
+    const out = try gpa.alloc(u8, len);
+    errdefer gpa.free(out);
+    var got: usize = 0;
+    while (got < len) {
+        if (client.end == client.start and try client.fill() == 0) return error.Closed;
+        const take = @min(len - got, client.end - client.start);
+        @memcpy(out[got..][0..take], client.buffered()[0..take]);
+        got += take;
+        client.start += take;
+    }
+    return out;
+}
+
+/// Reads up to and including the next CRLF.
+fn readLine(client: *Client) Error![]const u8 {
+    while (true) {
+        if (std.mem.find(u8, client.buffered(), "\r\n")) |i| {
+            const line = client.buffered()[0 .. i + 2];
+            client.start += i + 2;
+            return line;
+        }
+        if (try client.fill() == 0) return error.Closed;
+    }
+}
+
+/// Reads one response. `head_request` means the response has no body.
+pub fn readResponse(client: *Client, gpa: std.mem.Allocator, options: struct { head_request: bool = false }) Error!Response {
+    var head: std.ArrayList(u8) = .empty;
+    errdefer head.deinit(gpa);
+    while (true) {
+        const line = try client.readLine();
+        if (line.len == 2) break;
+        try head.appendSlice(gpa, line);
+    }
+    const raw_head = try head.toOwnedSlice(gpa);
+    errdefer gpa.free(raw_head);
+    if (raw_head.len < 12 or !std.mem.startsWith(u8, raw_head, "HTTP/1.")) return error.BadResponse;
+    const status = std.fmt.parseInt(u16, raw_head[9..12], 10) catch return error.BadResponse;
+    var response: Response = .{ .status = status, .raw_head = raw_head, .body = &.{}, .chunked = false };
+    if (options.head_request or status == 204 or status == 304 or status < 200) {
+        response.body = try gpa.alloc(u8, 0);
+        return response;
+    }
+    if (response.header("Content-Length")) |value| {
+        const len = std.fmt.parseInt(usize, value, 10) catch return error.BadResponse;
+        response.body = try client.readExact(gpa, len);
+    } else if (response.header("Transfer-Encoding")) |_| {
+        response.chunked = true;
+        response.body = try client.readChunked(gpa);
+    } else {
+        response.body = try client.readToEnd(gpa);
+    }
+    return response;
+}
+
+fn readChunked(client: *Client, gpa: std.mem.Allocator) Error![]u8 {
+    var body: std.ArrayList(u8) = .empty;
+    errdefer body.deinit(gpa);
+    while (true) {
+        const line = try client.readLine();
+        const size_text = std.mem.trimEnd(u8, line[0 .. std.mem.findAny(u8, line, ";\r") orelse line.len], " ");
+        const size = std.fmt.parseInt(usize, size_text, 16) catch return error.BadResponse;
+        if (size == 0) {
+            while ((try client.readLine()).len != 2) {} // trailers
+            return body.toOwnedSlice(gpa);
+        }
+        const data = try client.readExact(gpa, size);
+        defer gpa.free(data);
+        try body.appendSlice(gpa, data);
+        if (!std.mem.eql(u8, try client.readLine(), "\r\n")) return error.BadResponse;
+    }
+}
+
+/// Reads until the server closes.
+pub fn readToEnd(client: *Client, gpa: std.mem.Allocator) Error![]u8 {
+    var all: std.ArrayList(u8) = .empty;
+    errdefer all.deinit(gpa);
+    while (true) {
+        try all.appendSlice(gpa, client.buffered());
+        client.start = client.end;
+        if (try client.fill() == 0) return all.toOwnedSlice(gpa);
+    }
+}
+
+/// Whether the server closed the connection (EOF or reset, with nothing more to read).
+pub fn isClosed(client: *Client) Error!bool {
+    if (client.end > client.start) return false;
+    return try client.fill() == 0;
+}
+
+/// One request, one response, on a new connection.
+pub fn fetch(gpa: std.mem.Allocator, port: u16, request: []const u8) Error!Response {
+    var client = try connect(port, 10_000);
+    defer client.close();
+    try client.send(request);
+    return client.readResponse(gpa, .{});
+}
