@@ -73,7 +73,18 @@ pub fn build(b: *std.Build) void {
         }),
         .filters = test_filters,
     });
-    for ([_]*std.Build.Step.Compile{ unit_tests, integration_tests }) |t| {
+    // The micro-benchmarks' input and output checked once (correctness, never timing).
+    const bench_tests = b.addTest(.{
+        .name = "bench-micro",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("bench/micro.zig"),
+            .target = target,
+            .optimize = optimize,
+            .imports = &.{.{ .name = "saker", .module = saker }},
+        }),
+        .filters = test_filters,
+    });
+    for ([_]*std.Build.Step.Compile{ unit_tests, integration_tests, bench_tests }) |t| {
         const run = b.addRunArtifact(t);
         run.has_side_effects = true; // always run, so the summary counts every test
         test_step.dependOn(&run.step);

@@ -15,6 +15,9 @@ const log = std.log.scoped(.saker);
 /// Runs the blocking engine on the calling thread until the server stops.
 pub fn run(worker: *Worker, listener: socket.Listener, control: *engine.Control) void {
     defer listener.close();
+    // When the stop arrived (worker clock), once it has; bounds the whole shutdown.
+    var drain_deadline_ms: u64 = std.math.maxInt(u64);
+    defer drainBacklog(worker, listener, control, &drain_deadline_ms);
     while (!control.stopRequested()) {
         var fds = [_]posix.pollfd{
             .{ .fd = listener.fd, .events = posix.POLL.IN, .revents = 0 },
@@ -35,7 +38,16 @@ pub fn run(worker: *Worker, listener: socket.Listener, control: *engine.Control)
             },
             error.ListenerClosed, error.Unexpected => return,
         };
-        serveConnection(worker, fd, control);
+        serveConnection(worker, fd, control, &drain_deadline_ms);
+    }
+}
+
+/// At shutdown, answers connections the kernel already accepted, so requests they sent are
+/// not reset with the listener.
+fn drainBacklog(worker: *Worker, listener: socket.Listener, control: *engine.Control, drain_deadline_ms: *u64) void {
+    for (0..worker.config.backlog) |_| {
+        const fd = socket.accept(listener.fd, false) catch return;
+        serveConnection(worker, fd, control, drain_deadline_ms);
     }
 }
 
@@ -46,7 +58,7 @@ fn pollSleep(control: *engine.Control, ms: i32) void {
 
 const SinkContext = struct { fd: linux.fd_t };
 
-fn serveConnection(worker: *Worker, fd: linux.fd_t, control: *engine.Control) void {
+fn serveConnection(worker: *Worker, fd: linux.fd_t, control: *engine.Control, drain_deadline_ms: *u64) void {
     defer socket.close(fd);
     socket.setNoDelay(fd);
     setSendTimeout(fd, worker.config.write_timeout_ms);
@@ -56,16 +68,16 @@ fn serveConnection(worker: *Worker, fd: linux.fd_t, control: *engine.Control) vo
     var sink_context: SinkContext = .{ .fd = fd };
     const sink: Connection.Sink = .{ .context = &sink_context, .writeAll = sinkWriteAll };
     c.sink = &sink;
-    var drain_deadline_ms: u64 = std.math.maxInt(u64);
     for (0..std.math.maxInt(u32)) |_| {
         worker.updateClock();
         if (control.stopRequested() and !worker.draining) {
             worker.draining = true;
-            drain_deadline_ms = worker.now_ms + control.shutdown_timeout_ms;
+            drain_deadline_ms.* = worker.now_ms + control.shutdown_timeout_ms;
         }
         if (worker.draining) {
-            c.drain();
-            if (worker.now_ms >= drain_deadline_ms) return;
+            // Idle means nothing to read right now, not merely nothing read yet.
+            if (c.phase == .idle and !readableNow(fd)) c.drain();
+            if (worker.now_ms >= drain_deadline_ms.*) return;
         }
         switch (c.next()) {
             .recv => {
@@ -130,6 +142,12 @@ fn waitReadable(fd: linux.fd_t, control: *engine.Control, worker: *Worker, deadl
     const count: usize = if (worker.draining) 1 else 2;
     const ready = posix.poll(fds[0..count], wait_ms) catch return false;
     return ready > 0 and fds[0].revents != 0;
+}
+
+fn readableNow(fd: linux.fd_t) bool {
+    var fds = [_]posix.pollfd{.{ .fd = fd, .events = posix.POLL.IN, .revents = 0 }};
+    const ready = posix.poll(&fds, 0) catch return false;
+    return ready > 0;
 }
 
 fn setSendTimeout(fd: linux.fd_t, ms: u32) void {

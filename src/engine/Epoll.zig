@@ -190,7 +190,15 @@ fn onAccept(loop: *Epoll, fd: linux.fd_t) void {
         loop.closeSlot(slot);
         return;
     };
-    if (loop.draining) slot.connection.drain();
+    if (loop.draining) {
+        // Read what the client may already have sent before deciding it is idle.
+        slot.readable = true;
+        loop.drive(slot);
+        if (slot.in_use) {
+            slot.connection.drain();
+            loop.drive(slot);
+        }
+    }
 }
 
 fn takeSlot(loop: *Epoll) ?*Slot {
@@ -323,6 +331,10 @@ fn beginDrain(loop: *Epoll) void {
     // Level-triggered and never reset: stop watching it so epoll_wait does not spin.
     _ = linux.epoll_ctl(loop.epoll_fd, linux.EPOLL.CTL_DEL, loop.control.wake_fd, null);
     if (loop.listener) |l| {
+        // Connections the kernel already completed may have sent requests: take and answer
+        // them (their responses say `Connection: close`) rather than reset them.
+        loop.listener_ready = true;
+        while (loop.listener_ready and loop.active < loop.slots.len) loop.acceptRound();
         l.close();
         loop.listener = null;
         loop.listener_ready = false;
