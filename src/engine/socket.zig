@@ -199,19 +199,12 @@ pub fn recv(fd: fd_t, buffer: []u8) IoError!usize {
     return mapIo("read", linux.read(fd, buffer.ptr, buffer.len));
 }
 
-/// One gathered write (sendmsg with MSG_NOSIGNAL: a closed peer is an error, not SIGPIPE).
+/// One gathered write. SIGPIPE must be ignored (`Server` does so): a closed peer is then an
+/// error, not a signal. writev is used rather than sendmsg(MSG_NOSIGNAL), which costs more
+/// per call in the kernel.
 pub fn writev(fd: fd_t, iovecs: []const posix.iovec_const) IoError!usize {
     const count = @min(iovecs.len, 1024); // IOV_MAX
-    const message: linux.msghdr_const = .{
-        .name = null,
-        .namelen = 0,
-        .iov = iovecs.ptr,
-        .iovlen = count,
-        .control = null,
-        .controllen = 0,
-        .flags = 0,
-    };
-    return mapIo("sendmsg", linux.sendmsg(fd, &message, linux.MSG.NOSIGNAL));
+    return mapIo("writev", linux.writev(fd, iovecs.ptr, count));
 }
 
 /// One sendfile of up to `len` bytes of `file_fd` from `offset`.

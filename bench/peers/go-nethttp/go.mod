@@ -1,0 +1,3 @@
+module saker.bench/go-nethttp
+
+go 1.21
