@@ -33,6 +33,11 @@ chunked: bool,
 body_bytes: []const u8,
 /// Memory for the handler, freed after the response has been sent.
 arena: std.mem.Allocator,
+/// Index of the worker (engine thread) running the handler, below the server's worker count.
+/// State a handler keeps per worker index is only touched by that worker's thread.
+worker_index: u32 = 0,
+/// The client's address (and port), when the engine knows it.
+peer: ?std.Io.net.IpAddress = null,
 
 /// Builds the request view of a parsed head and its body.
 pub fn init(head: *const RequestParser.Head, body_bytes: []const u8, arena: std.mem.Allocator) Request {

@@ -78,10 +78,7 @@ pub fn Server(comptime Handler: type) type {
                 log.err("invalid configuration: {s}", .{reason});
                 return err;
             };
-            const thread_count: u32 = switch (config.engine) {
-                .blocking => 1,
-                else => config.workerCount(),
-            };
+            const thread_count: u32 = workerCountFor(&config);
             var control = engine.Control.init(config.shutdown_timeout_ms) catch return error.SystemResources;
             errdefer control.deinit();
             const listeners = try gpa.alloc(socket.Listener, thread_count);
@@ -137,6 +134,25 @@ pub fn Server(comptime Handler: type) type {
         fn dispatchHandle(context: *anyopaque, req: *Request, res: *Response) anyerror!void {
             const handler: *Handler = @ptrCast(@alignCast(context));
             return handler.handle(req, res);
+        }
+
+        /// The handler's optional `pub fn onTick(self: *Handler, worker_index: u32) void`:
+        /// called on each worker's engine thread every `Worker.tick_interval_ms` or so while
+        /// it runs, and once more for each worker after the engines stopped (from the thread
+        /// that called `serve`/`run`), e.g. to flush per-worker buffers.
+        const tick_hook: ?*const fn (*anyopaque, u32) void = if (@hasDecl(Handler, "onTick")) dispatchTick else null;
+
+        fn dispatchTick(context: *anyopaque, worker_index: u32) void {
+            const handler: *Handler = @ptrCast(@alignCast(context));
+            handler.onTick(worker_index);
+        }
+
+        /// How many workers (engine threads) `config` runs: `Request.worker_index` is below it.
+        pub fn workerCountFor(config: *const Config) u32 {
+            return switch (config.engine) {
+                .blocking => 1,
+                else => config.workerCount(),
+            };
         }
 
         /// Serves until `stop` is called; returns after in-flight requests are done.
@@ -202,11 +218,13 @@ pub fn Server(comptime Handler: type) type {
                 for (server.workers[0..initialized]) |*w| w.deinit();
                 server.gpa.free(server.workers);
             }
-            for (server.workers) |*worker| {
+            for (server.workers, 0..) |*worker, index| {
                 try worker.init(server.gpa, &server.config, .{
                     .context = server.handler,
                     .handle = dispatchHandle,
+                    .tick = tick_hook,
                 }, server.connections_per_worker);
+                worker.index = @intCast(index);
                 initialized += 1;
             }
             const threads = try server.gpa.alloc(std.Thread, count);
@@ -242,6 +260,7 @@ pub fn Server(comptime Handler: type) type {
         }
 
         fn finish(server: *ServerOfHandler) void {
+            if (tick_hook) |hook| for (server.workers) |*worker| hook(server.handler, worker.index);
             for (server.workers) |*worker| worker.deinit();
             server.gpa.free(server.workers);
             server.workers = &.{};

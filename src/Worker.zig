@@ -16,6 +16,11 @@ const Worker = @This();
 gpa: std.mem.Allocator,
 config: *const Config,
 dispatch: Dispatch,
+/// This worker's position among the server's workers (0-based); handlers see it as
+/// `Request.worker_index` and may keep per-worker state under it.
+index: u32 = 0,
+/// When `tick` next calls the handler's tick hook (worker clock).
+next_tick_ms: u64 = 0,
 /// The Date header line, refreshed by the engine once a second.
 date: DateCache = .{},
 /// Monotonic clock in milliseconds, as last read by the engine.
@@ -49,7 +54,21 @@ requests_total: u64 = 0,
 pub const Dispatch = struct {
     context: *anyopaque,
     handle: *const fn (context: *anyopaque, req: *Request, res: *Response) anyerror!void,
+    /// The handler's optional `onTick` hook (per-worker housekeeping such as flushing logs).
+    tick: ?*const fn (context: *anyopaque, worker_index: u32) void = null,
 };
+
+/// How often `tick` calls the handler's hook.
+pub const tick_interval_ms = 500;
+
+/// Engines call this from their loop whenever they wake (at least every `tick_interval_ms`
+/// while running); it calls the handler's tick hook at most once per `tick_interval_ms`.
+pub fn tick(worker: *Worker) void {
+    const hook = worker.dispatch.tick orelse return;
+    if (worker.now_ms < worker.next_tick_ms) return;
+    worker.next_tick_ms = worker.now_ms + tick_interval_ms;
+    hook(worker.dispatch.context, worker.index);
+}
 
 const LargeLink = struct { next: ?*LargeLink };
 

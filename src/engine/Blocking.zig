@@ -23,13 +23,17 @@ pub fn run(worker: *Worker, listener: socket.Listener, control: *engine.Control)
             .{ .fd = listener.fd, .events = posix.POLL.IN, .revents = 0 },
             .{ .fd = control.wake_fd, .events = posix.POLL.IN, .revents = 0 },
         };
-        _ = posix.poll(&fds, -1) catch |err| {
+        // Wakes at least once per tick interval so the handler's tick hook runs when idle.
+        _ = posix.poll(&fds, Worker.tick_interval_ms) catch |err| {
             log.err("poll: {t}", .{err});
             return;
         };
+        worker.updateClock();
+        worker.tick();
         if (fds[1].revents != 0) break;
         if (fds[0].revents == 0) continue;
-        const fd = socket.accept(listener.fd, false) catch |err| switch (err) {
+        var peer: ?std.Io.net.IpAddress = null;
+        const fd = socket.accept(listener.fd, false, &peer) catch |err| switch (err) {
             error.WouldBlock, error.Interrupted, error.ConnectionAborted => continue,
             error.SystemResources => {
                 log.warn("accept: out of file descriptors or memory; pausing accepts for 100 ms", .{});
@@ -38,7 +42,7 @@ pub fn run(worker: *Worker, listener: socket.Listener, control: *engine.Control)
             },
             error.ListenerClosed, error.Unexpected => return,
         };
-        serveConnection(worker, fd, control, &drain_deadline_ms);
+        serveConnection(worker, fd, peer, control, &drain_deadline_ms);
     }
 }
 
@@ -46,8 +50,9 @@ pub fn run(worker: *Worker, listener: socket.Listener, control: *engine.Control)
 /// not reset with the listener.
 fn drainBacklog(worker: *Worker, listener: socket.Listener, control: *engine.Control, drain_deadline_ms: *u64) void {
     for (0..worker.config.backlog) |_| {
-        const fd = socket.accept(listener.fd, false) catch return;
-        serveConnection(worker, fd, control, drain_deadline_ms);
+        var peer: ?std.Io.net.IpAddress = null;
+        const fd = socket.accept(listener.fd, false, &peer) catch return;
+        serveConnection(worker, fd, peer, control, drain_deadline_ms);
     }
 }
 
@@ -58,18 +63,20 @@ fn pollSleep(control: *engine.Control, ms: i32) void {
 
 const SinkContext = struct { fd: linux.fd_t };
 
-fn serveConnection(worker: *Worker, fd: linux.fd_t, control: *engine.Control, drain_deadline_ms: *u64) void {
+fn serveConnection(worker: *Worker, fd: linux.fd_t, peer: ?std.Io.net.IpAddress, control: *engine.Control, drain_deadline_ms: *u64) void {
     defer socket.close(fd);
     socket.setNoDelay(fd);
     setSendTimeout(fd, worker.config.write_timeout_ms);
     worker.updateClock();
     var c: Connection = .init(worker);
     defer c.deinit();
+    c.peer = peer;
     var sink_context: SinkContext = .{ .fd = fd };
     const sink: Connection.Sink = .{ .context = &sink_context, .writeAll = sinkWriteAll };
     c.sink = &sink;
     for (0..std.math.maxInt(u32)) |_| {
         worker.updateClock();
+        worker.tick();
         if (control.stopRequested() and !worker.draining) {
             worker.draining = true;
             drain_deadline_ms.* = worker.now_ms + control.shutdown_timeout_ms;

@@ -86,7 +86,7 @@ fn init(worker: *Worker, listener: socket.Listener, control: *engine.Control, co
         .control = control,
         .epoll_fd = epoll_fd,
         .slots = slots,
-        .sweep_interval_ms = std.math.clamp(shortest / 4, 5, 1000),
+        .sweep_interval_ms = std.math.clamp(shortest / 4, 5, Worker.tick_interval_ms),
     };
 }
 
@@ -151,7 +151,8 @@ fn acceptAllowed(loop: *const Epoll) bool {
 fn acceptRound(loop: *Epoll) void {
     const listener = loop.listener.?;
     for (0..accepts_per_round) |_| {
-        const fd = socket.accept(listener.fd, true) catch |err| switch (err) {
+        var peer: ?std.Io.net.IpAddress = null;
+        const fd = socket.accept(listener.fd, true, &peer) catch |err| switch (err) {
             error.WouldBlock => {
                 loop.listener_ready = false;
                 return;
@@ -167,11 +168,11 @@ fn acceptRound(loop: *Epoll) void {
                 return;
             },
         };
-        loop.onAccept(fd);
+        loop.onAccept(fd, peer);
     }
 }
 
-fn onAccept(loop: *Epoll, fd: linux.fd_t) void {
+fn onAccept(loop: *Epoll, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) void {
     const slot = loop.takeSlot() orelse {
         // Over connections_max: say so and close, without a slot or an exchange.
         _ = socket.writev(fd, &.{.{ .base = Connection.overloaded_response.ptr, .len = Connection.overloaded_response.len }}) catch {};
@@ -184,6 +185,7 @@ fn onAccept(loop: *Epoll, fd: linux.fd_t) void {
     slot.writable = true;
     slot.peer_closed = false;
     slot.connection = .init(loop.worker);
+    slot.connection.peer = peer;
     const index: u32 = @intCast(slot - loop.slots.ptr);
     const data = @as(u64, slot.generation) << 32 | index;
     add(loop.epoll_fd, fd, linux.EPOLL.IN | linux.EPOLL.OUT | linux.EPOLL.RDHUP | linux.EPOLL.ET, data) catch {
@@ -314,6 +316,7 @@ fn drive(loop: *Epoll, slot: *Slot) void {
 
 /// Applies timeouts (and, while draining, closes connections that went idle).
 fn sweep(loop: *Epoll) void {
+    loop.worker.tick();
     const now = loop.worker.now_ms;
     for (loop.slots[0..loop.slots_touched]) |*slot| {
         if (!slot.in_use) continue;

@@ -150,10 +150,17 @@ pub const AcceptError = error{
     Unexpected,
 };
 
-/// accept4 with CLOEXEC (and NONBLOCK if asked).
-pub fn accept(listener_fd: fd_t, nonblocking: bool) AcceptError!fd_t {
+/// accept4 with CLOEXEC (and NONBLOCK if asked); stores the client's address in `peer`
+/// when given (null if the kernel reports another family).
+pub fn accept(listener_fd: fd_t, nonblocking: bool, peer: ?*?std.Io.net.IpAddress) AcceptError!fd_t {
     const flags: u32 = linux.SOCK.CLOEXEC | (if (nonblocking) @as(u32, linux.SOCK.NONBLOCK) else 0);
-    const rc = linux.accept4(listener_fd, null, null, flags);
+    var storage: linux.sockaddr.in6 = undefined;
+    var storage_len: linux.socklen_t = @sizeOf(linux.sockaddr.in6);
+    const rc = if (peer == null)
+        linux.accept4(listener_fd, null, null, flags)
+    else
+        linux.accept4(listener_fd, @ptrCast(&storage), &storage_len, flags);
+    if (peer) |out| out.* = if (linux.errno(rc) == .SUCCESS) peerAddress(&storage, storage_len) else null;
     return switch (linux.errno(rc)) {
         .SUCCESS => @intCast(rc),
         .AGAIN => error.WouldBlock,
@@ -163,6 +170,18 @@ pub fn accept(listener_fd: fd_t, nonblocking: bool) AcceptError!fd_t {
         .INVAL, .BADF => error.ListenerClosed,
         else => |err| unexpected("accept4", err),
     };
+}
+
+fn peerAddress(storage: *const linux.sockaddr.in6, len: linux.socklen_t) ?std.Io.net.IpAddress {
+    const family = @as(*const linux.sockaddr, @ptrCast(storage)).family;
+    if (family == linux.AF.INET and len >= @sizeOf(linux.sockaddr.in)) {
+        const in: *const linux.sockaddr.in = @ptrCast(storage);
+        return .{ .ip4 = .{ .bytes = @bitCast(in.addr), .port = std.mem.bigToNative(u16, in.port) } };
+    }
+    if (family == linux.AF.INET6 and len >= @sizeOf(linux.sockaddr.in6)) {
+        return .{ .ip6 = .{ .bytes = storage.addr, .port = std.mem.bigToNative(u16, storage.port) } };
+    }
+    return null;
 }
 
 /// Sets TCP_NODELAY: responses are whole when written, so Nagle's delay only adds latency.
@@ -249,7 +268,7 @@ test "listen: ephemeral port, and SO_REUSEPORT shares it" {
         .nonblocking = true,
         .reuse_port = false,
     }));
-    try std.testing.expectError(error.WouldBlock, accept(a.fd, true));
+    try std.testing.expectError(error.WouldBlock, accept(a.fd, true, null));
 }
 
 test "listen: IPv6 loopback and bad addresses" {
