@@ -1,27 +1,175 @@
-//! The `saker` command line.
+//! The `saker` command line: `saker serve [DIR]` serves a directory over HTTP/1.1 with
+//! `saker.StaticFiles`. Bad input is one line on stderr and exit status 2; Ctrl-C (SIGINT) or
+//! SIGTERM finishes the requests in flight and exits 0.
 const std = @import("std");
+const linux = std.os.linux;
 const saker = @import("saker");
 
 const usage =
-    \\usage: saker --help | --version
+    \\usage: saker serve [DIR] [options]    serve DIR (default: the current directory)
+    \\       saker --help | --version
+    \\
+    \\options:
+    \\  --host ADDRESS         IPv4 or IPv6 address to listen on (default 127.0.0.1)
+    \\  --port N               TCP port, 0 for any free port (default 8080)
+    \\  --workers N            engine threads, 0 for one per CPU (default 0)
+    \\  --engine NAME          epoll (default) or blocking
+    \\  --no-listing           answer 403 for directories without an index file
+    \\  --dotfiles             serve names starting with '.' (hidden by default)
+    \\  --index NAME           file served for a directory (default index.html)
+    \\  --spa FILE             serve FILE (relative to DIR) for paths that do not exist
+    \\  --cache-control VALUE  Cache-Control header for files, e.g. "public, max-age=3600"
+    \\  --access-log DEST      FILE, - for stdout (default), or off
+    \\  --no-precompressed     do not look for FILE.br / FILE.gz variants
     \\
 ;
 
+/// The parsed command line of `saker serve`.
+const ServeArgs = struct {
+    config: saker.Config,
+    static: saker.StaticFiles.Options = .{},
+    access_log: []const u8 = "-",
+};
+
 pub fn main(init: std.process.Init) !void {
-    const args = try init.minimal.args.toSlice(init.arena.allocator());
-    if (args.len >= 2 and std.mem.eql(u8, args[1], "--version")) {
-        var buffer: [64]u8 = undefined;
-        var writer: std.Io.File.Writer = .initStreaming(.stdout(), init.io, &buffer);
-        try writer.interface.print("saker {s}\n", .{saker.version});
-        try writer.interface.flush();
+    const args = init.minimal.args.toSlice(init.arena.allocator()) catch fatal(init.io, "out of memory", .{});
+    if (args.len < 2) fatal(init.io, "missing command; try 'saker serve .' or 'saker --help'", .{});
+    const command = args[1];
+    if (std.mem.eql(u8, command, "--version") or std.mem.eql(u8, command, "-V")) {
+        printTo(init.io, .stdout(), "saker " ++ saker.version ++ "\n");
         return;
     }
-    if (args.len >= 2 and (std.mem.eql(u8, args[1], "--help") or std.mem.eql(u8, args[1], "-h"))) {
-        var buffer: [256]u8 = undefined;
-        var writer: std.Io.File.Writer = .initStreaming(.stdout(), init.io, &buffer);
-        try writer.interface.writeAll(usage);
-        try writer.interface.flush();
+    if (std.mem.eql(u8, command, "--help") or std.mem.eql(u8, command, "-h") or std.mem.eql(u8, command, "help")) {
+        printTo(init.io, .stdout(), usage);
         return;
     }
-    saker.cli.fatalUsage(init.io, if (args.len < 2) "missing command" else "unknown command", usage);
+    if (!std.mem.eql(u8, command, "serve")) fatal(init.io, "unknown command '{s}'; try 'saker --help'", .{command});
+    var serve_args = parseServe(init.io, args[2..]);
+    try serve(init, &serve_args);
+}
+
+fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
+    var parsed: ServeArgs = .{ .config = .{} };
+    // Small files are sent from memory together with their head: make room for them.
+    parsed.config.send_buffer_bytes = 24 * 1024;
+    var directory: ?[]const u8 = null;
+    var diagnostic: saker.cli.Diagnostic = .{};
+    var index: usize = 0;
+    while (index < args.len) {
+        const arg = args[index];
+        if (std.mem.eql(u8, arg, "--help") or std.mem.eql(u8, arg, "-h")) {
+            printTo(io, .stdout(), usage);
+            std.process.exit(0);
+        }
+        const applied = saker.cli.applyServerFlag(&parsed.config, args, &index, &diagnostic) catch
+            fatal(io, "{s}", .{diagnostic.message});
+        if (applied) continue;
+        index += 1;
+        if (std.mem.eql(u8, arg, "--no-listing")) {
+            parsed.static.listing = false;
+        } else if (std.mem.eql(u8, arg, "--dotfiles")) {
+            parsed.static.dotfiles = true;
+        } else if (std.mem.eql(u8, arg, "--no-precompressed")) {
+            parsed.static.precompressed = false;
+        } else if (std.mem.eql(u8, arg, "--index")) {
+            parsed.static.index = value(io, args, &index, arg);
+        } else if (std.mem.eql(u8, arg, "--spa")) {
+            parsed.static.spa_fallback = value(io, args, &index, arg);
+        } else if (std.mem.eql(u8, arg, "--cache-control")) {
+            parsed.static.cache_control = value(io, args, &index, arg);
+        } else if (std.mem.eql(u8, arg, "--access-log")) {
+            parsed.access_log = value(io, args, &index, arg);
+        } else if (arg.len > 1 and arg[0] == '-' and !std.mem.eql(u8, arg, "-")) {
+            fatal(io, "unknown option '{s}'; try 'saker serve --help'", .{arg});
+        } else if (directory != null) {
+            fatal(io, "more than one directory given ('{s}' and '{s}')", .{ directory.?, arg });
+        } else {
+            directory = arg;
+        }
+    }
+    switch (parsed.config.engine) {
+        .epoll, .blocking => {},
+        else => fatal(io, "--engine: {t} is not available yet; use epoll or blocking", .{parsed.config.engine}),
+    }
+    parsed.static.root = directory orelse ".";
+    return parsed;
+}
+
+fn value(io: std.Io, args: []const []const u8, index: *usize, flag: []const u8) []const u8 {
+    if (index.* >= args.len) fatal(io, "{s} needs a value", .{flag});
+    const v = args[index.*];
+    index.* += 1;
+    return v;
+}
+
+fn serve(init: std.process.Init, args: *ServeArgs) !void {
+    const io = init.io;
+    const gpa = init.gpa;
+    var log_fd: ?linux.fd_t = null;
+    var close_log = false;
+    if (std.mem.eql(u8, args.access_log, "-")) {
+        log_fd = linux.STDOUT_FILENO;
+    } else if (!std.mem.eql(u8, args.access_log, "off")) {
+        log_fd = openLog(io, gpa, args.access_log);
+        close_log = true;
+    }
+    defer if (close_log) {
+        _ = linux.close(log_fd.?);
+    };
+    args.static.access_log_fd = log_fd;
+    args.static.workers = saker.Server(saker.StaticFiles).workerCountFor(&args.config);
+
+    var files = saker.StaticFiles.init(gpa, args.static) catch |err| {
+        const root = args.static.root;
+        switch (err) {
+            error.NotFound => fatal(io, "'{s}': no such directory", .{root}),
+            error.NotDirectory => fatal(io, "'{s}' is not a directory", .{root}),
+            error.AccessDenied => fatal(io, "'{s}': permission denied", .{root}),
+            error.InvalidOption => fatal(io, "invalid --index, --spa or --cache-control value", .{}),
+            error.Unsupported => fatal(io, "this kernel lacks openat2 (Linux 5.6 or later is needed)", .{}),
+            error.SystemResources, error.OutOfMemory => fatal(io, "out of memory or file descriptors", .{}),
+            error.Unexpected => fatal(io, "cannot serve '{s}' (unexpected error)", .{root}),
+        }
+    };
+    defer files.deinit();
+
+    const config = args.config;
+    var server = saker.Server(saker.StaticFiles).init(gpa, &files, config) catch |err| switch (err) {
+        error.AddressInUse => fatal(io, "port {d} on {s} is already in use", .{ config.port, config.host }),
+        error.AddressNotAvailable => fatal(io, "--host {s}: not an address of this machine", .{config.host}),
+        error.AccessDenied => fatal(io, "port {d}: permission denied (ports below 1024 need privileges)", .{config.port}),
+        error.InvalidAddress => fatal(io, "--host {s}: not a usable address", .{config.host}),
+        error.InvalidConfig => fatal(io, "invalid configuration", .{}),
+        error.SystemResources, error.OutOfMemory => fatal(io, "out of memory or file descriptors", .{}),
+        error.Unexpected => fatal(io, "cannot listen on {s}:{d}", .{ config.host, config.port }),
+    };
+    defer server.deinit();
+    saker.cli.announce(io, config.host, server.port());
+    try server.run();
+}
+
+fn openLog(io: std.Io, gpa: std.mem.Allocator, path: []const u8) linux.fd_t {
+    const path_z = gpa.dupeSentinel(u8, path, 0) catch fatal(io, "out of memory", .{});
+    defer gpa.free(path_z);
+    const flags: linux.O = .{ .ACCMODE = .WRONLY, .CREAT = true, .APPEND = true, .CLOEXEC = true };
+    const rc = linux.openat(linux.AT.FDCWD, path_z, flags, 0o644);
+    return switch (linux.errno(rc)) {
+        .SUCCESS => @intCast(rc),
+        else => |e| fatal(io, "--access-log '{s}': cannot open ({t})", .{ path, e }),
+    };
+}
+
+/// Prints `saker: error: ...` on stderr and exits with status 2.
+fn fatal(io: std.Io, comptime format: []const u8, args: anytype) noreturn {
+    var buffer: [1024]u8 = undefined;
+    const line = std.mem.print(&buffer, "saker: error: " ++ format ++ "\n", args) catch "saker: error\n";
+    printTo(io, .stderr(), line);
+    std.process.exit(2);
+}
+
+fn printTo(io: std.Io, file: std.Io.File, text: []const u8) void {
+    var buffer: [1024]u8 = undefined;
+    var writer: std.Io.File.Writer = .initStreaming(file, io, &buffer);
+    writer.interface.writeAll(text) catch return;
+    writer.interface.flush() catch return;
 }

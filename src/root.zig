@@ -19,6 +19,8 @@ pub const Request = @import("Request.zig");
 pub const Response = @import("Response.zig");
 pub const engine = @import("engine.zig");
 pub const Server = @import("Server.zig").Server;
+pub const StaticFiles = @import("StaticFiles.zig");
+pub const AccessLog = @import("AccessLog.zig");
 
 test {
     std.testing.refAllDecls(@This());

@@ -1,0 +1,528 @@
+//! `StaticFiles`: a handler serving a directory tree — what `saker serve DIR` runs, usable as
+//! a library handler too. GET and HEAD only (405 otherwise).
+//!
+//! - Paths: percent-decoded, `.`/`..` resolved, NUL and backslash refused (`url_path`), then
+//!   opened beneath the root's directory fd with `openat2(RESOLVE_BENEATH)` (`fs`), so no
+//!   path or symlink leads out of the root. Dotfiles are 404 unless `dotfiles` is set.
+//! - Directories: `/dir` redirects (301) to `/dir/`; `/dir/` serves its index file, or else a
+//!   listing (`listing`) when enabled, or 403.
+//! - Validators and conditional requests (RFC 9110 §8.8, §13.1-§13.2): a strong `ETag` from
+//!   size, mtime and inode, `Last-Modified`; If-Match / If-Unmodified-Since (412),
+//!   If-None-Match / If-Modified-Since (304), in the order of §13.2.2.
+//! - Ranges (RFC 9110 §14): one range is a 206 with `Content-Range`, several are a
+//!   `multipart/byteranges` 206 (up to `multipart_bytes_max`, else the whole 200), none
+//!   satisfiable is a 416; `If-Range` by entity tag or date; `Accept-Ranges: bytes`.
+//! - Precompressed variants: `file.br` / `file.gz` beside `file` are served when the client
+//!   accepts them (`accept_encoding`), with `Content-Encoding` and `Vary: Accept-Encoding`.
+//! - Bodies: small files from memory (one `writev` with the head), others with `sendfile`
+//!   from a `dup` of the cached fd. Per-worker open-file cache (`FileCache`).
+//! - An optional access log in the combined format, buffered per worker (`AccessLog`).
+const std = @import("std");
+const assert = std.debug.assert;
+const linux = std.os.linux;
+const http = @import("http.zig");
+const Request = @import("Request.zig");
+const Response = @import("Response.zig");
+const ResponseHead = @import("http1/ResponseHead.zig");
+const AccessLog = @import("AccessLog.zig");
+const fs = @import("static/fs.zig");
+const url_path = @import("static/url_path.zig");
+const mime = @import("static/mime.zig");
+const http_date = @import("static/http_date.zig");
+const range = @import("static/range.zig");
+const etag = @import("static/etag.zig");
+const accept_encoding = @import("static/accept_encoding.zig");
+const listing = @import("static/listing.zig");
+const FileCache = @import("static/FileCache.zig");
+
+const log = std.log.scoped(.saker);
+
+const StaticFiles = @This();
+
+/// What to serve and how.
+pub const Options = struct {
+    /// The directory to serve.
+    root: []const u8 = ".",
+    /// Workers that will call `handle` (`Server(...).workerCountFor(config)`); each gets its
+    /// own cache and log buffer, and `Request.worker_index` must be below it.
+    workers: u32 = 1,
+    /// Serve an HTML listing for directories without an index file (else 403).
+    listing: bool = true,
+    /// Serve files and directories whose name starts with '.' (else 404).
+    dotfiles: bool = false,
+    /// The file served for a directory URL.
+    index: []const u8 = "index.html",
+    /// A Cache-Control value added to file responses.
+    cache_control: ?[]const u8 = null,
+    /// A file (relative to the root) served with 200 for paths that do not exist, for
+    /// single-page applications.
+    spa_fallback: ?[]const u8 = null,
+    /// Look for `.br` / `.gz` variants of files.
+    precompressed: bool = true,
+    /// The open-file cache of each worker.
+    cache: FileCache.Options = .{},
+    /// Most entries shown in a listing (the rest are counted, not shown).
+    listing_entries_max: u32 = 10_000,
+    /// Largest multipart/byteranges body; bigger multi-range requests get the whole file.
+    multipart_bytes_max: u32 = 1024 * 1024,
+    /// Where the access log goes (not owned), or null for none.
+    access_log_fd: ?linux.fd_t = null,
+    /// Access log buffer per worker.
+    access_log_buffer_bytes: u32 = 64 * 1024,
+};
+
+gpa: std.mem.Allocator,
+options: Options,
+root_fd: fs.fd_t,
+/// `spa_fallback` resolved to a relative path.
+spa_relative: ?[]const u8,
+spa_buffer: []u8,
+states: []WorkerState,
+access_log: ?AccessLog,
+
+const WorkerState = struct {
+    cache: FileCache,
+};
+
+/// Why `init` failed.
+pub const InitError = error{
+    /// The root does not exist.
+    NotFound,
+    /// The root is not a directory.
+    NotDirectory,
+    AccessDenied,
+    /// An option is malformed (`index`, `spa_fallback`, `cache_control`); see the log.
+    InvalidOption,
+    /// openat2 is missing (Linux older than 5.6).
+    Unsupported,
+    SystemResources,
+    OutOfMemory,
+    Unexpected,
+};
+
+/// Opens the root and reserves per-worker caches.
+pub fn init(gpa: std.mem.Allocator, options: Options) InitError!StaticFiles {
+    assert(options.workers >= 1);
+    try checkOptions(options);
+    const root_path = try gpa.dupeSentinel(u8, options.root, 0);
+    defer gpa.free(root_path);
+    const root_fd = try fs.openRoot(root_path);
+    errdefer fs.close(root_fd);
+    // Probe openat2 once, so an old kernel is a start-up error and not a 500 per request.
+    const probe = fs.openBeneath(root_fd, ".", .{ .path_only = true }) catch |err| return switch (err) {
+        error.Unsupported => error.Unsupported,
+        error.AccessDenied => error.AccessDenied,
+        error.SystemResources => error.SystemResources,
+        else => error.Unexpected,
+    };
+    fs.close(probe);
+
+    var spa_relative: ?[]const u8 = null;
+    const spa_buffer = try gpa.alloc(u8, if (options.spa_fallback) |f| f.len + 1 else 0);
+    errdefer gpa.free(spa_buffer);
+    if (options.spa_fallback) |fallback| {
+        const with_slash = try std.mem.concat(gpa, u8, &.{ "/", fallback });
+        defer gpa.free(with_slash);
+        const resolved = url_path.resolve(with_slash, spa_buffer) catch return error.InvalidOption;
+        if (resolved.relative.len == 0) return error.InvalidOption;
+        spa_relative = resolved.relative;
+    }
+
+    var cache_options = options.cache;
+    cache_options.entries_max = cacheEntriesFor(options);
+    const states = try gpa.alloc(WorkerState, options.workers);
+    errdefer gpa.free(states);
+    var ready: usize = 0;
+    errdefer for (states[0..ready]) |*state| state.cache.deinit();
+    for (states) |*state| {
+        state.* = .{ .cache = try .init(root_fd, cache_options) };
+        ready += 1;
+    }
+    const access_log: ?AccessLog = if (options.access_log_fd) |fd|
+        try .init(gpa, fd, options.workers, options.access_log_buffer_bytes)
+    else
+        null;
+    return .{
+        .gpa = gpa,
+        .options = options,
+        .root_fd = root_fd,
+        .spa_relative = spa_relative,
+        .spa_buffer = spa_buffer,
+        .states = states,
+        .access_log = access_log,
+    };
+}
+
+/// Flushes the access log and closes everything. Call after the server has stopped.
+pub fn deinit(sf: *StaticFiles) void {
+    if (sf.access_log) |*access_log| {
+        for (0..sf.states.len) |i| access_log.flush(@intCast(i));
+        access_log.deinit(sf.gpa);
+    }
+    for (sf.states) |*state| state.cache.deinit();
+    sf.gpa.free(sf.states);
+    sf.gpa.free(sf.spa_buffer);
+    fs.close(sf.root_fd);
+    sf.* = undefined;
+}
+
+fn checkOptions(options: Options) InitError!void {
+    const index = options.index;
+    if (index.len == 0 or std.mem.findAny(u8, index, "/\\\x00") != null or
+        std.mem.eql(u8, index, ".") or std.mem.eql(u8, index, ".."))
+    {
+        log.warn("index must be a plain file name, got '{s}'", .{index});
+        return error.InvalidOption;
+    }
+    if (options.cache_control) |value| if (!ResponseHead.validField("Cache-Control", value)) {
+        log.warn("cache_control holds a control character", .{});
+        return error.InvalidOption;
+    };
+}
+
+/// Caps the per-worker cache so that cached fds of all workers take at most a quarter of the
+/// process's file descriptor limit (the rest is for connections).
+fn cacheEntriesFor(options: Options) u32 {
+    std.process.raiseFileDescriptorLimit();
+    const limit = std.posix.getrlimit(.NOFILE) catch return options.cache.entries_max;
+    const share = @min(limit.cur, 1 << 30) / 4 / options.workers;
+    return @intCast(std.math.clamp(share, FileCache.ways, options.cache.entries_max));
+}
+
+/// The handler's entry point.
+pub fn handle(sf: *StaticFiles, req: *Request, res: *Response) !void {
+    assert(req.worker_index < sf.states.len);
+    const state = &sf.states[req.worker_index];
+    defer state.cache.releaseScratch();
+    const clock = Clock.read();
+    sf.respond(state, req, res, clock) catch |err| {
+        sf.logRequest(req, 500, null, clock);
+        return err;
+    };
+    const status = res.status.code();
+    const body_bytes: ?u64 = if (req.method == .HEAD or res.status.forbidsContent()) null else res.contentLength();
+    sf.logRequest(req, status, body_bytes, clock);
+}
+
+/// Flushes the worker's access log buffer (called by the server on every tick and at exit).
+pub fn onTick(sf: *StaticFiles, worker_index: u32) void {
+    if (sf.access_log) |*access_log| access_log.flush(worker_index);
+}
+
+fn logRequest(sf: *StaticFiles, req: *const Request, status: u16, body_bytes: ?u64, clock: Clock) void {
+    const access_log = if (sf.access_log) |*l| l else return;
+    access_log.append(req.worker_index, req, .{ .status = status, .body_bytes = body_bytes, .unix_seconds = clock.unix_seconds });
+}
+
+/// The clocks a request needs, read once.
+const Clock = struct {
+    /// Monotonic, for cache revalidation.
+    ms: u64,
+    /// Wall clock, for dates.
+    unix_seconds: i64,
+
+    fn read() Clock {
+        var mono: linux.timespec = undefined;
+        _ = linux.clock_gettime(.MONOTONIC_COARSE, &mono);
+        var real: linux.timespec = undefined;
+        _ = linux.clock_gettime(.REALTIME_COARSE, &real);
+        return .{
+            .ms = @as(u64, @intCast(mono.sec)) * 1000 + @as(u64, @intCast(mono.nsec)) / std.time.ns_per_ms,
+            .unix_seconds = real.sec,
+        };
+    }
+};
+
+fn respond(sf: *StaticFiles, state: *WorkerState, req: *Request, res: *Response, clock: Clock) !void {
+    switch (req.method) {
+        .GET, .HEAD => {},
+        else => {
+            try res.header("Allow", "GET, HEAD");
+            return plain(res, .method_not_allowed, "405 Method Not Allowed: only GET and HEAD are served\n");
+        },
+    }
+    const buffer = try req.arena.alloc(u8, req.path.len);
+    const resolved = url_path.resolve(req.path, buffer) catch |err| return plain(res, .bad_request, switch (err) {
+        error.NotAbsolute => "400 Bad Request: the path must start with '/'\n",
+        error.InvalidEncoding => "400 Bad Request: malformed percent-encoding in the path\n",
+        error.NulByte => "400 Bad Request: NUL byte in the path\n",
+        error.Backslash => "400 Bad Request: backslash in the path\n",
+        error.EscapesRoot => "400 Bad Request: the path climbs above the root\n",
+    });
+    if (resolved.dot_segment and !sf.options.dotfiles) return sf.notFound(state, req, res, clock);
+    const entry = state.cache.lookup(resolved.relative, clock.ms);
+    switch (entry.state) {
+        .failed => |err| return sf.openFailed(state, req, res, err, clock),
+        .other => return plain(res, .forbidden, "403 Forbidden: not a regular file\n"),
+        .directory => return sf.serveDirectory(state, req, res, resolved, clock),
+        .file => {
+            // "/file.txt/" names a directory that is not there.
+            if (resolved.trailing_slash) return sf.notFound(state, req, res, clock);
+            return sf.serveFile(state, req, res, entry, resolved.relative, clock);
+        },
+    }
+}
+
+fn openFailed(sf: *StaticFiles, state: *WorkerState, req: *Request, res: *Response, err: fs.OpenError, clock: Clock) !void {
+    switch (err) {
+        error.NotFound, error.OutsideRoot, error.NameTooLong => return sf.notFound(state, req, res, clock),
+        error.AccessDenied => return plain(res, .forbidden, "403 Forbidden\n"),
+        error.SystemResources => return plain(res, .service_unavailable, "503 Service Unavailable: out of file descriptors\n"),
+        error.Unsupported, error.Unexpected => return plain(res, .internal_server_error, "500 Internal Server Error\n"),
+    }
+}
+
+/// 404, or the single-page-application fallback file when configured.
+fn notFound(sf: *StaticFiles, state: *WorkerState, req: *Request, res: *Response, clock: Clock) !void {
+    if (sf.spa_relative) |fallback| {
+        const entry = state.cache.lookup(fallback, clock.ms);
+        if (entry.state == .file) return sf.serveFile(state, req, res, entry, fallback, clock);
+    }
+    return plain(res, .not_found, "404 Not Found\n");
+}
+
+fn serveDirectory(sf: *StaticFiles, state: *WorkerState, req: *Request, res: *Response, resolved: url_path.Resolved, clock: Clock) !void {
+    const relative = resolved.relative;
+    if (!resolved.trailing_slash) {
+        // Built from the resolved path, never echoed: "//evil.example/x" must not become a
+        // scheme-relative Location.
+        var location: std.Io.Writer.Allocating = .init(req.arena);
+        const w = &location.writer;
+        w.writeByte('/') catch return error.OutOfMemory;
+        url_path.writeEncoded(w, relative, true) catch return error.OutOfMemory;
+        w.writeByte('/') catch return error.OutOfMemory;
+        if (req.raw_query.len > 0) w.print("?{s}", .{req.raw_query}) catch return error.OutOfMemory;
+        try res.header("Location", location.written());
+        return plain(res, .moved_permanently, "301 Moved Permanently\n");
+    }
+    const index_path = if (relative.len == 0)
+        sf.options.index
+    else
+        try std.mem.concat(req.arena, u8, &.{ relative, "/", sf.options.index });
+    const index = state.cache.lookup(index_path, clock.ms);
+    if (index.state == .file) return sf.serveFile(state, req, res, index, index_path, clock);
+    if (!sf.options.listing) return plain(res, .forbidden, "403 Forbidden: directory listing is off\n");
+    return sf.serveListing(req, res, relative);
+}
+
+const Variants = struct {
+    available: std.EnumSet(accept_encoding.Coding) = .empty,
+    entries: std.EnumArray(accept_encoding.Coding, ?*FileCache.Entry) = .initFill(null),
+};
+
+fn findVariants(sf: *StaticFiles, state: *WorkerState, req: *Request, relative: []const u8, clock: Clock) !Variants {
+    var variants: Variants = .{};
+    if (!sf.options.precompressed) return variants;
+    // Beyond the key limit paths use the scratch entry, which a second lookup would reuse.
+    if (relative.len + 3 > FileCache.key_bytes_max) return variants;
+    for ([_]accept_encoding.Coding{ .br, .gzip }) |coding| {
+        const path = try std.mem.concat(req.arena, u8, &.{ relative, coding.suffix() });
+        const entry = state.cache.lookup(path, clock.ms);
+        if (entry.state != .file) continue;
+        variants.available.insert(coding);
+        variants.entries.set(coding, entry);
+    }
+    return variants;
+}
+
+fn serveFile(sf: *StaticFiles, state: *WorkerState, req: *Request, res: *Response, original: *FileCache.Entry, relative: []const u8, clock: Clock) !void {
+    // Variant lookups come first: an entry stays put while younger entries are looked up
+    // (the least recently used way of a set is replaced), so `original` remains valid.
+    const variants = try sf.findVariants(state, req, relative, clock);
+    const coding = accept_encoding.choose(req.header("Accept-Encoding"), variants.available);
+    const chosen = if (coding) |c| variants.entries.get(c).? else original;
+    const tag = try req.arena.dupe(u8, chosen.etag());
+    const size = chosen.stat.size;
+    const mtime = chosen.stat.mtime_sec;
+
+    try res.header("ETag", tag);
+    try res.header("Last-Modified", try req.arena.dupe(u8, chosen.lastModified()));
+    if (variants.available.count() > 0) try res.header("Vary", "Accept-Encoding");
+    if (sf.options.cache_control) |value| try res.header("Cache-Control", value);
+
+    // RFC 9110 §13.2.2: If-Match, If-Unmodified-Since, If-None-Match, If-Modified-Since, If-Range.
+    if (req.header("If-Match")) |value| {
+        if (!etag.listMatches(value, tag, .strong)) return precondition(res);
+    } else if (req.header("If-Unmodified-Since")) |value| {
+        if (http_date.parse(value)) |date| if (mtime > date) return precondition(res);
+    }
+    if (req.header("If-None-Match")) |value| {
+        if (etag.listMatches(value, tag, .weak)) return notModified(res);
+    } else if (req.header("If-Modified-Since")) |value| {
+        // A date in the future is not a valid validator (§13.1.3).
+        if (http_date.parse(value)) |date| if (date <= clock.unix_seconds and mtime <= date) return notModified(res);
+    }
+
+    res.content_type = mime.forName(relative);
+    try res.header("Accept-Ranges", "bytes");
+    if (req.method == .GET) if (req.header("Range")) |value| {
+        if (ifRangeAllows(req.header("If-Range"), tag, mtime)) {
+            var storage: range.Ranges = .{};
+            switch (range.evaluate(value, size, &storage)) {
+                .full => {},
+                .unsatisfiable => {
+                    try res.header("Content-Range", try std.fmt.allocPrint(req.arena, "bytes */{d}", .{size}));
+                    res.content_type = null;
+                    return plain(res, .range_not_satisfiable, "416 Range Not Satisfiable\n");
+                },
+                .ranges => |spans| {
+                    if (spans.len == 1) {
+                        const span = spans[0];
+                        res.status = .partial_content;
+                        try res.header("Content-Range", try std.fmt.allocPrint(req.arena, "bytes {d}-{d}/{d}", .{ span.first, span.last, size }));
+                        if (coding) |c| try res.header("Content-Encoding", c.token());
+                        return sendBody(req, res, chosen, span.first, span.len());
+                    }
+                    // Parts of an encoded variant would need per-part codings: send it whole.
+                    if (coding == null and try sf.sendMultipart(req, res, chosen, spans, tag)) return;
+                },
+            }
+        }
+    };
+    if (coding) |c| try res.header("Content-Encoding", c.token());
+    return sendBody(req, res, chosen, 0, size);
+}
+
+/// If-Range (RFC 9110 §13.1.5): honour Range only when the validator still matches.
+fn ifRangeAllows(value: ?[]const u8, tag: []const u8, mtime: i64) bool {
+    const v = value orelse return true;
+    if (etag.isTag(v)) return etag.strongEqual(v, tag);
+    const date = http_date.parse(std.mem.trim(u8, v, " \t")) orelse return false;
+    return date == mtime;
+}
+
+/// Sends `len` bytes of the entry from `offset`: copied from memory when the file is cached
+/// and fits the send buffer (head and body then leave in one writev), else by sendfile.
+fn sendBody(req: *Request, res: *Response, entry: *FileCache.Entry, offset: u64, len: u64) !void {
+    if (len == 0) return res.setBody("");
+    if (entry.content) |content| {
+        const room = res.body_writer.buffer.len - res.body_writer.end;
+        if (req.method == .HEAD or len <= room) {
+            const start: usize = @intCast(offset);
+            return res.writeAll(content[start..][0..@intCast(len)]);
+        }
+    }
+    if (req.method == .HEAD) {
+        // Only the length is used; the connection never reads the fd for HEAD.
+        return res.sendFile(.{ .fd = entry.fd, .offset = offset, .len = len, .close_when_done = false });
+    }
+    // The response owns a duplicate: the cache may close its fd before the body is sent.
+    const fd = fs.dup(entry.fd) catch return plain(res, .service_unavailable, "503 Service Unavailable: out of file descriptors\n");
+    res.sendFile(.{ .fd = fd, .offset = offset, .len = len, .close_when_done = true });
+}
+
+/// A multipart/byteranges body (RFC 9110 §14.6) built in memory. Returns false, sending
+/// nothing, when it would exceed `multipart_bytes_max` (the caller sends the whole file).
+fn sendMultipart(sf: *StaticFiles, req: *Request, res: *Response, entry: *FileCache.Entry, spans: []const range.Span, tag: []const u8) !bool {
+    var total: u64 = 0;
+    for (spans) |span| total += span.len();
+    if (total > sf.options.multipart_bytes_max) return false;
+    const media_type = res.content_type orelse mime.default_type;
+    const boundary = try std.fmt.allocPrint(req.arena, "saker-{x}", .{std.hash.Wyhash.hash(0, tag)});
+    res.status = .partial_content;
+    res.content_type = try std.fmt.allocPrint(req.arena, "multipart/byteranges; boundary={s}", .{boundary});
+    const w = res.writer();
+    for (spans) |span| {
+        w.print("\r\n--{s}\r\nContent-Type: {s}\r\nContent-Range: bytes {d}-{d}/{d}\r\n\r\n", .{
+            boundary, media_type, span.first, span.last, entry.stat.size,
+        }) catch return res.failure orelse error.WriteFailed;
+        if (entry.content) |content| {
+            w.writeAll(content[@intCast(span.first)..][0..@intCast(span.len())]) catch
+                return res.failure orelse error.WriteFailed;
+        } else {
+            const part = try req.arena.alloc(u8, @intCast(span.len()));
+            const n = fs.preadAll(entry.fd, part, span.first) catch return error.ReadFailed;
+            if (n != part.len) return error.ReadFailed; // the file shrank
+            w.writeAll(part) catch return res.failure orelse error.WriteFailed;
+        }
+    }
+    w.print("\r\n--{s}--\r\n", .{boundary}) catch return res.failure orelse error.WriteFailed;
+    return true;
+}
+
+fn precondition(res: *Response) void {
+    plain(res, .precondition_failed, "412 Precondition Failed\n");
+}
+
+fn notModified(res: *Response) void {
+    res.status = .not_modified;
+    res.content_type = null;
+    res.setBody("");
+}
+
+fn plain(res: *Response, status: http.Status, body: []const u8) void {
+    res.status = status;
+    res.content_type = "text/plain; charset=utf-8";
+    res.setBody(body);
+}
+
+fn serveListing(sf: *StaticFiles, req: *Request, res: *Response, relative: []const u8) !void {
+    const arena = req.arena;
+    const dir_path = try arena.dupeSentinel(u8, relative, 0);
+    const dir = fs.openBeneath(sf.root_fd, dir_path, .{ .directory = true }) catch |err| switch (err) {
+        error.NotFound, error.OutsideRoot, error.NameTooLong => return plain(res, .not_found, "404 Not Found\n"),
+        error.AccessDenied => return plain(res, .forbidden, "403 Forbidden\n"),
+        error.SystemResources => return plain(res, .service_unavailable, "503 Service Unavailable\n"),
+        error.Unsupported, error.Unexpected => return error.ListingFailed,
+    };
+    defer fs.close(dir);
+    var items: std.ArrayList(listing.Item) = .empty;
+    var omitted: usize = 0;
+    const buffer = try arena.alignedAlloc(u8, .@"8", 32 * 1024);
+    var reader: fs.DirReader = .{ .fd = dir, .buffer = buffer };
+    while (reader.next() catch |err| switch (err) {
+        error.AccessDenied => return plain(res, .forbidden, "403 Forbidden\n"),
+        error.SystemResources => return plain(res, .service_unavailable, "503 Service Unavailable\n"),
+        error.Unexpected => return error.ListingFailed,
+    }) |entry| {
+        if (entry.name[0] == '.' and !sf.options.dotfiles) continue;
+        if (items.items.len >= sf.options.listing_entries_max) {
+            omitted += 1;
+            continue;
+        }
+        const name = try arena.dupeSentinel(u8, entry.name, 0);
+        const st = sf.listedStat(arena, dir, relative, name, entry.type) orelse continue;
+        try items.append(arena, .{
+            .name = name,
+            .directory = st.kind == .directory,
+            .size = st.size,
+            .mtime_sec = st.mtime_sec,
+        });
+    }
+    listing.sort(items.items);
+    res.content_type = "text/html; charset=utf-8";
+    listing.write(res.writer(), .{ .relative = relative, .items = items.items, .omitted = omitted }) catch
+        return res.failure orelse error.WriteFailed;
+}
+
+/// The stat shown for a directory entry, or null to hide it: symlinks are shown only when
+/// they resolve beneath the root, and only files and directories are shown.
+fn listedStat(sf: *StaticFiles, arena: std.mem.Allocator, dir: fs.fd_t, relative: []const u8, name: [:0]const u8, d_type: u8) ?fs.Stat {
+    const DT_DIR = 4;
+    const DT_REG = 8;
+    const st = if (d_type == DT_DIR or d_type == DT_REG)
+        fs.statNoFollow(dir, name) catch return null
+    else blk: {
+        const path = (if (relative.len == 0)
+            arena.dupeSentinel(u8, name, 0)
+        else
+            std.mem.concatWithSentinel(arena, u8, &.{ relative, "/", name }, 0)) catch return null;
+        const fd = fs.openBeneath(sf.root_fd, path, .{ .path_only = true }) catch return null;
+        defer fs.close(fd);
+        break :blk fs.stat(fd) catch return null;
+    };
+    return if (st.kind == .other) null else st;
+}
+
+test {
+    _ = fs;
+    _ = url_path;
+    _ = mime;
+    _ = http_date;
+    _ = range;
+    _ = etag;
+    _ = accept_encoding;
+    _ = listing;
+    _ = FileCache;
+    _ = AccessLog;
+}
