@@ -1,6 +1,6 @@
 //! saker's build.
 //!   ./zigw build                      the `saker` CLI and every example into zig-out/bin
-//!   ./zigw build run [-- ARGS]        run the hello example (a server on 127.0.0.1:8080)
+//!   ./zigw build run -- serve DIR     run the `saker` CLI (serve DIR on 127.0.0.1:8080)
 //!   ./zigw build run-NAME [-- ARGS]   run examples/NAME.zig
 //!   ./zigw build test                 unit and integration tests
 //!   ./zigw build bench                micro-benchmarks (always ReleaseFast)
@@ -33,7 +33,8 @@ pub fn build(b: *std.Build) void {
     b.installArtifact(cli);
     const run_cli = b.addRunArtifact(cli);
     run_cli.addPassthruArgs();
-    b.step("run-saker", "Run the saker CLI").dependOn(&run_cli.step);
+    b.step("run", "Run the saker CLI: ./zigw build run -- serve DIR").dependOn(&run_cli.step);
+    b.step("run-saker", "Run the saker CLI (same as run)").dependOn(&run_cli.step);
 
     var example_exes: [examples.len]*std.Build.Step.Compile = undefined;
     for (examples, &example_exes) |name, *exe| {
@@ -51,15 +52,13 @@ pub fn build(b: *std.Build) void {
         run.addPassthruArgs();
         b.step(b.fmt("run-{s}", .{name}), b.fmt("Run examples/{s}.zig", .{name})).dependOn(&run.step);
     }
-    const run_hello = b.addRunArtifact(example_exes[0]);
-    run_hello.addPassthruArgs();
-    b.step("run", "Run the hello example server (127.0.0.1:8080)").dependOn(&run_hello.step);
 
     // Tests: unit tests beside the code, and the integration suite over real sockets.
     const test_step = b.step("test", "Run unit and integration tests");
     const unit_tests = b.addTest(.{ .name = "unit", .root_module = saker, .filters = test_filters });
     const options = b.addOptions();
     for (examples, example_exes) |name, exe| options.addOptionPath(b.fmt("{s}_exe", .{name}), exe.getEmittedBin());
+    options.addOptionPath("saker_exe", cli.getEmittedBin());
     const integration_tests = b.addTest(.{
         .name = "integration",
         .root_module = b.createModule(.{

@@ -41,8 +41,9 @@ read_deadline_ms: u64,
 send_deadline_ms: u64 = 0,
 /// Set by engines that run handlers on a thread of their own, to stream responses.
 sink: ?*const Sink = null,
-/// The client's address, set by the engine after accepting (for `Request.peer`).
-peer: ?std.Io.net.IpAddress = null,
+/// The client's address, owned by the engine (for `Request.peer`); a pointer keeps the
+/// connection small.
+peer: ?*const std.Io.net.IpAddress = null,
 
 /// What an engine sends to a connection it cannot take (over `connections_max`) before
 /// closing it.
@@ -438,7 +439,7 @@ fn dispatch(c: *Connection, x: *Exchange) void {
     const head = &x.parser.head;
     x.request = .init(head, body.bytes, x.arena.allocator());
     x.request.worker_index = c.worker.index;
-    x.request.peer = c.peer;
+    x.request.peer = if (c.peer) |peer| peer.* else null;
     const free = x.out.len - x.out_len;
     const body_buffer = if (free >= Exchange.head_reserve + 256)
         x.out[x.out_len + Exchange.head_reserve ..]

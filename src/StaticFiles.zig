@@ -39,6 +39,9 @@ const log = std.log.scoped(.saker);
 
 const StaticFiles = @This();
 
+/// Parses an HTTP date in any of the three formats of RFC 9110 §5.6.7 (seconds since the epoch).
+pub const parseHttpDate = http_date.parse;
+
 /// What to serve and how.
 pub const Options = struct {
     /// The directory to serve.
@@ -91,8 +94,12 @@ pub const InitError = error{
     /// The root is not a directory.
     NotDirectory,
     AccessDenied,
-    /// An option is malformed (`index`, `spa_fallback`, `cache_control`); see the log.
-    InvalidOption,
+    /// `index` is not a plain file name.
+    InvalidIndex,
+    /// `spa_fallback` does not name a file beneath the root.
+    InvalidFallback,
+    /// `cache_control` holds a control character.
+    InvalidCacheControl,
     /// openat2 is missing (Linux older than 5.6).
     Unsupported,
     SystemResources,
@@ -123,8 +130,8 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!StaticFiles {
     if (options.spa_fallback) |fallback| {
         const with_slash = try std.mem.concat(gpa, u8, &.{ "/", fallback });
         defer gpa.free(with_slash);
-        const resolved = url_path.resolve(with_slash, spa_buffer) catch return error.InvalidOption;
-        if (resolved.relative.len == 0) return error.InvalidOption;
+        const resolved = url_path.resolve(with_slash, spa_buffer) catch return error.InvalidFallback;
+        if (resolved.relative.len == 0) return error.InvalidFallback;
         spa_relative = resolved.relative;
     }
 
@@ -171,13 +178,10 @@ fn checkOptions(options: Options) InitError!void {
     if (index.len == 0 or std.mem.findAny(u8, index, "/\\\x00") != null or
         std.mem.eql(u8, index, ".") or std.mem.eql(u8, index, ".."))
     {
-        log.warn("index must be a plain file name, got '{s}'", .{index});
-        return error.InvalidOption;
+        return error.InvalidIndex;
     }
-    if (options.cache_control) |value| if (!ResponseHead.validField("Cache-Control", value)) {
-        log.warn("cache_control holds a control character", .{});
-        return error.InvalidOption;
-    };
+    if (options.cache_control) |value| if (!ResponseHead.validField("Cache-Control", value))
+        return error.InvalidCacheControl;
 }
 
 /// Caps the per-worker cache so that cached fds of all workers take at most a quarter of the

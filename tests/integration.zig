@@ -7,6 +7,10 @@ const saker = @import("saker");
 const build_options = @import("build_options");
 const Client = @import("Client.zig");
 
+test {
+    _ = @import("static.zig");
+}
+
 /// The engines the suite runs on.
 const engines = [_]saker.engine.Kind{ .blocking, .epoll };
 

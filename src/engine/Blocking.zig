@@ -70,7 +70,7 @@ fn serveConnection(worker: *Worker, fd: linux.fd_t, peer: ?std.Io.net.IpAddress,
     worker.updateClock();
     var c: Connection = .init(worker);
     defer c.deinit();
-    c.peer = peer;
+    if (peer) |*address| c.peer = address;
     var sink_context: SinkContext = .{ .fd = fd };
     const sink: Connection.Sink = .{ .context = &sink_context, .writeAll = sinkWriteAll };
     c.sink = &sink;

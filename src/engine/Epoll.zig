@@ -56,6 +56,8 @@ const Slot = struct {
     writable: bool,
     /// The peer closed its side (EPOLLRDHUP): keep reading until EOF is seen.
     peer_closed: bool,
+    /// The client's address (the connection points at it).
+    peer: ?std.Io.net.IpAddress,
 };
 
 /// Runs an epoll engine on the calling thread until the server stops.
@@ -185,7 +187,8 @@ fn onAccept(loop: *Epoll, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) void {
     slot.writable = true;
     slot.peer_closed = false;
     slot.connection = .init(loop.worker);
-    slot.connection.peer = peer;
+    slot.peer = peer;
+    if (slot.peer) |*address| slot.connection.peer = address;
     const index: u32 = @intCast(slot - loop.slots.ptr);
     const data = @as(u64, slot.generation) << 32 | index;
     add(loop.epoll_fd, fd, linux.EPOLL.IN | linux.EPOLL.OUT | linux.EPOLL.RDHUP | linux.EPOLL.ET, data) catch {

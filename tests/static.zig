@@ -1,0 +1,657 @@
+//! Integration tests of `saker.StaticFiles` and `saker serve` over real sockets, on every
+//! engine, against a fixture tree made at test time: names with spaces and unicode, a 0-byte
+//! file, a 100 MiB sparse file, symlinks inside and out of the root, dotfiles, a FIFO,
+//! precompressed variants and a file outside the root that must never be served.
+const std = @import("std");
+const testing = std.testing;
+const linux = std.os.linux;
+const saker = @import("saker");
+const build_options = @import("build_options");
+const Client = @import("Client.zig");
+
+const engines = [_]saker.engine.Kind{ .blocking, .epoll };
+
+const secret = "TOP-SECRET-OUTSIDE-THE-ROOT";
+const big_size: u64 = 100 * 1024 * 1024;
+const js_body = "console.log('identity');\n";
+
+/// The fixture: `tmp/outside.txt` and the served tree `tmp/root/`.
+const Fixture = struct {
+    tmp: testing.TmpDir,
+    root_path: [:0]u8,
+
+    fn create() !Fixture {
+        const io = testing.io;
+        var tmp = testing.tmpDir(.{});
+        errdefer tmp.cleanup();
+        const d = tmp.dir;
+        try d.writeFile(io, .{ .sub_path = "outside.txt", .data = secret });
+        try d.createDirPath(io, "root/sub/deeper");
+        try d.createDirPath(io, "root/docs");
+        try d.createDirPath(io, "root/café");
+        try d.createDirPath(io, "root/.git");
+        try d.createDirPath(io, "root/empty dir");
+        const files = [_]struct { []const u8, []const u8 }{
+            .{ "root/index.html", "<!doctype html><title>home</title>\n" },
+            .{ "root/hello.txt", "Hello, static world!\n" },
+            .{ "root/with space.txt", "spaced out\n" },
+            .{ "root/café/日本.txt", "unicode ok\n" },
+            .{ "root/empty.txt", "" },
+            .{ "root/sub/a.txt", "alpha\n" },
+            .{ "root/sub/b.css", "body{}\n" },
+            .{ "root/sub/<b>&\"'.txt", "odd name\n" },
+            .{ "root/sub/.hidden", "hidden\n" },
+            .{ "root/sub/deeper/z.json", "{}\n" },
+            .{ "root/docs/index.html", "<p>docs</p>\n" },
+            .{ "root/.env", "SECRET=1\n" },
+            .{ "root/.git/config", "[core]\n" },
+            .{ "root/app.js", js_body },
+            .{ "root/app.js.gz", "GZIP-BYTES" },
+            .{ "root/app.js.br", "BROTLI-BYTES" },
+            .{ "root/only-gz.css", "body{color:red}\n" },
+            .{ "root/only-gz.css.gz", "GZ-CSS" },
+            .{ "root/spa.html", "<p>app shell</p>\n" },
+        };
+        for (files) |file| try d.writeFile(io, .{ .sub_path = file[0], .data = file[1] });
+        try d.symLink(io, "../outside.txt", "root/escape", .{});
+        try d.symLink(io, "/etc/passwd", "root/absolute", .{});
+        try d.symLink(io, "..", "root/sub/up", .{});
+        try d.symLink(io, "../..", "root/sub/upup", .{});
+        try d.symLink(io, "sub/a.txt", "root/inside", .{});
+        // 100 MiB, sparse: the last bytes are "THE-END\n".
+        var big = try d.createFile(io, "root/big.bin", .{});
+        defer big.close(io);
+        try testing.expectEqual(linux.E.SUCCESS, linux.errno(linux.ftruncate(big.handle, @intCast(big_size))));
+        _ = linux.pwrite(big.handle, "THE-END\n", 8, @intCast(big_size - 8));
+        try testing.expectEqual(linux.E.SUCCESS, linux.errno(linux.mknodat(d.handle, "root/fifo", linux.S.IFIFO | 0o644, 0)));
+        const root_path = try d.realPathFileAlloc(io, "root", testing.allocator);
+        return .{ .tmp = tmp, .root_path = root_path };
+    }
+
+    fn destroy(fixture: *Fixture) void {
+        testing.allocator.free(fixture.root_path);
+        fixture.tmp.cleanup();
+    }
+};
+
+/// A StaticFiles server on an ephemeral port.
+const Running = struct {
+    files: saker.StaticFiles,
+    server: saker.Server(saker.StaticFiles),
+    thread: std.Thread,
+
+    fn start(kind: saker.engine.Kind, root: []const u8, options: saker.StaticFiles.Options) !*Running {
+        var config: saker.Config = .{ .host = "127.0.0.1", .port = 0, .engine = kind, .workers = 2 };
+        config.send_buffer_bytes = 24 * 1024;
+        var static = options;
+        static.root = root;
+        static.workers = saker.Server(saker.StaticFiles).workerCountFor(&config);
+        const running = try testing.allocator.create(Running);
+        errdefer testing.allocator.destroy(running);
+        running.files = try .init(testing.allocator, static);
+        errdefer running.files.deinit();
+        running.server = try .init(testing.allocator, &running.files, config);
+        errdefer running.server.deinit();
+        running.thread = try std.Thread.spawn(.{}, serve, .{&running.server});
+        return running;
+    }
+
+    fn serve(server: *saker.Server(saker.StaticFiles)) void {
+        server.serve() catch |err| std.debug.panic("serve failed: {t}", .{err});
+    }
+
+    fn stop(running: *Running) void {
+        running.server.stop();
+        running.thread.join();
+        running.server.deinit();
+        running.files.deinit();
+        testing.allocator.destroy(running);
+    }
+
+    fn port(running: *Running) u16 {
+        return running.server.port();
+    }
+
+    /// GET/HEAD `target` with extra header lines; the caller frees the response.
+    fn request(running: *Running, method: []const u8, target: []const u8, headers: []const u8) !Client.Response {
+        var client = try Client.connect(running.port(), 10_000);
+        defer client.close();
+        var buffer: [2048]u8 = undefined;
+        try client.send(try std.mem.print(&buffer, "{s} {s} HTTP/1.1\r\nHost: t\r\n{s}\r\n", .{ method, target, headers }));
+        const response = try client.readResponse(testing.allocator, .{ .head_request = std.mem.eql(u8, method, "HEAD") });
+        if (std.mem.find(u8, response.body, secret) != null) return error.SecretLeaked;
+        return response;
+    }
+
+    fn get(running: *Running, target: []const u8) !Client.Response {
+        return running.request("GET", target, "");
+    }
+};
+
+fn expectStatus(response: Client.Response, status: u16) !void {
+    if (response.status != status) {
+        std.debug.print("expected {d}, got:\n{s}\n{s}\n", .{ status, response.raw_head, response.body });
+        return error.TestUnexpectedStatus;
+    }
+}
+
+fn expectFile(running: *Running, target: []const u8, body: []const u8, content_type: []const u8) !void {
+    const response = try running.get(target);
+    defer response.deinit(testing.allocator);
+    errdefer std.debug.print("target {s}\n", .{target});
+    try expectStatus(response, 200);
+    try testing.expectEqualStrings(body, response.body);
+    try testing.expectEqualStrings(content_type, response.header("Content-Type").?);
+}
+
+test "static: files, index, HEAD, names with spaces and unicode, 0 bytes, 405" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    for (engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try Running.start(kind, fixture.root_path, .{});
+        defer running.stop();
+        try expectFile(running, "/", "<!doctype html><title>home</title>\n", "text/html; charset=utf-8");
+        try expectFile(running, "/index.html", "<!doctype html><title>home</title>\n", "text/html; charset=utf-8");
+        try expectFile(running, "/hello.txt", "Hello, static world!\n", "text/plain; charset=utf-8");
+        try expectFile(running, "/with%20space.txt", "spaced out\n", "text/plain; charset=utf-8");
+        try expectFile(running, "/caf%C3%A9/%E6%97%A5%E6%9C%AC.txt", "unicode ok\n", "text/plain; charset=utf-8");
+        try expectFile(running, "/sub/./deeper/../a.txt", "alpha\n", "text/plain; charset=utf-8");
+        try expectFile(running, "//sub//b.css", "body{}\n", "text/css; charset=utf-8");
+        try expectFile(running, "/inside", "alpha\n", "application/octet-stream");
+        try expectFile(running, "/docs/", "<p>docs</p>\n", "text/html; charset=utf-8");
+        try expectFile(running, "/empty.txt", "", "text/plain; charset=utf-8");
+
+        const hello = try running.get("/hello.txt");
+        defer hello.deinit(testing.allocator);
+        const tag = hello.header("ETag").?;
+        try testing.expect(tag.len > 2 and tag[0] == '"' and tag[tag.len - 1] == '"');
+        try testing.expect(hello.header("Last-Modified") != null);
+        try testing.expectEqualStrings("bytes", hello.header("Accept-Ranges").?);
+        try testing.expectEqual(@as(?[]const u8, null), hello.header("Vary"));
+
+        const head = try running.request("HEAD", "/hello.txt", "");
+        defer head.deinit(testing.allocator);
+        try expectStatus(head, 200);
+        try testing.expectEqualStrings("21", head.header("Content-Length").?);
+        try testing.expectEqualStrings(tag, head.header("ETag").?);
+
+        const big_head = try running.request("HEAD", "/big.bin", "");
+        defer big_head.deinit(testing.allocator);
+        try testing.expectEqualStrings("104857600", big_head.header("Content-Length").?);
+
+        const post = try running.request("POST", "/hello.txt", "Content-Length: 0\r\n");
+        defer post.deinit(testing.allocator);
+        try expectStatus(post, 405);
+        try testing.expectEqualStrings("GET, HEAD", post.header("Allow").?);
+
+        // Keep-alive: several files on one connection, cached and uncached.
+        var client = try Client.connect(running.port(), 10_000);
+        defer client.close();
+        for (0..3) |_| {
+            for ([_][]const u8{ "/hello.txt", "/sub/a.txt", "/empty.txt" }) |target| {
+                var buffer: [128]u8 = undefined;
+                try client.send(try std.mem.print(&buffer, "GET {s} HTTP/1.1\r\nHost: t\r\n\r\n", .{target}));
+                const response = try client.readResponse(testing.allocator, .{});
+                defer response.deinit(testing.allocator);
+                try expectStatus(response, 200);
+            }
+        }
+    }
+}
+
+test "static: directories redirect to the slash form; listing escapes names" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    for (engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try Running.start(kind, fixture.root_path, .{});
+        defer running.stop();
+        const cases = [_]struct { []const u8, []const u8 }{
+            .{ "/sub", "/sub/" },
+            .{ "/sub?x=1", "/sub/?x=1" },
+            .{ "/empty%20dir", "/empty%20dir/" },
+            .{ "/caf%C3%A9", "/caf%C3%A9/" },
+            .{ "//sub", "/sub/" }, // never a scheme-relative "//sub/"
+            .{ "/sub/deeper/..", "/sub/" },
+        };
+        for (cases) |case| {
+            const response = try running.get(case[0]);
+            defer response.deinit(testing.allocator);
+            errdefer std.debug.print("target {s}\n", .{case[0]});
+            if (case[0].len > 2 and std.mem.endsWith(u8, case[0], "..")) {
+                try expectStatus(response, 200); // "/sub/deeper/.." is the directory form already
+                continue;
+            }
+            try expectStatus(response, 301);
+            try testing.expectEqualStrings(case[1], response.header("Location").?);
+        }
+
+        const page = try running.get("/sub/");
+        defer page.deinit(testing.allocator);
+        try expectStatus(page, 200);
+        try testing.expectEqualStrings("text/html; charset=utf-8", page.header("Content-Type").?);
+        const html = page.body;
+        try testing.expect(std.mem.find(u8, html, "href=\"./a.txt\"") != null);
+        try testing.expect(std.mem.find(u8, html, "href=\"./deeper/\"") != null);
+        try testing.expect(std.mem.find(u8, html, "href=\"./%3Cb%3E%26%22%27.txt\"") != null);
+        try testing.expect(std.mem.find(u8, html, "&lt;b&gt;&amp;&quot;&#39;.txt") != null);
+        try testing.expect(std.mem.find(u8, html, "<b>") == null);
+        try testing.expect(std.mem.find(u8, html, ".hidden") == null);
+        // Directories first.
+        try testing.expect(std.mem.find(u8, html, "deeper/").? < std.mem.find(u8, html, "a.txt").?);
+        // "up" resolves to the root (shown), "upup" leaves it (hidden).
+        try testing.expect(std.mem.find(u8, html, "href=\"./up/\"") != null);
+        try testing.expect(std.mem.find(u8, html, "upup") == null);
+
+        const root_page = try running.get("/empty%20dir/");
+        defer root_page.deinit(testing.allocator);
+        try expectStatus(root_page, 200);
+        try testing.expect(std.mem.find(u8, root_page.body, "0 directories, 0 files") != null);
+
+        const file_slash = try running.get("/hello.txt/");
+        defer file_slash.deinit(testing.allocator);
+        try expectStatus(file_slash, 404);
+    }
+}
+
+test "static: traversal, symlinks out of the root, dotfiles, NUL, backslash, FIFO" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    for (engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try Running.start(kind, fixture.root_path, .{});
+        defer running.stop();
+        const cases = [_]struct { []const u8, u16 }{
+            .{ "/../outside.txt", 400 },
+            .{ "/%2e%2e/outside.txt", 400 },
+            .{ "/%2E%2E%2Foutside.txt", 400 },
+            .{ "/sub/..%2F..%2Foutside.txt", 400 },
+            .{ "/sub/%2e%2e/%2e%2e/outside.txt", 400 },
+            .{ "/escape", 404 },
+            .{ "/absolute", 404 },
+            .{ "/sub/upup/outside.txt", 404 },
+            .{ "/sub/upup/", 404 },
+            .{ "/.env", 404 },
+            .{ "/.git/config", 404 },
+            .{ "/sub/.hidden", 404 },
+            .{ "/%2eenv", 404 },
+            .{ "/hello.txt%00.png", 400 },
+            .{ "/sub%5C..%5C..%5Coutside.txt", 400 },
+            .{ "/bad%zzescape", 400 },
+            .{ "/missing.txt", 404 },
+            .{ "/fifo", 403 },
+        };
+        for (cases) |case| {
+            const response = try running.get(case[0]);
+            defer response.deinit(testing.allocator);
+            errdefer std.debug.print("target {s}\n", .{case[0]});
+            try expectStatus(response, case[1]);
+        }
+        // A symlink to a place inside the root is fine.
+        try expectFile(running, "/sub/up/hello.txt", "Hello, static world!\n", "text/plain; charset=utf-8");
+    }
+}
+
+test "static: dotfiles, no listing, custom index, Cache-Control, SPA fallback" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    for (engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try Running.start(kind, fixture.root_path, .{
+            .dotfiles = true,
+            .listing = false,
+            .index = "hello.txt",
+            .cache_control = "public, max-age=60",
+            .spa_fallback = "spa.html",
+        });
+        defer running.stop();
+        try expectFile(running, "/.env", "SECRET=1\n", "application/octet-stream");
+        try expectFile(running, "/", "Hello, static world!\n", "text/plain; charset=utf-8");
+        const listing = try running.get("/sub/");
+        defer listing.deinit(testing.allocator);
+        try expectStatus(listing, 403);
+        const cached = try running.get("/sub/a.txt");
+        defer cached.deinit(testing.allocator);
+        try testing.expectEqualStrings("public, max-age=60", cached.header("Cache-Control").?);
+        try expectFile(running, "/app/route/42", "<p>app shell</p>\n", "text/html; charset=utf-8");
+        // Out-of-root links are still refused, never replaced by the fallback's content.
+        try expectFile(running, "/escape", "<p>app shell</p>\n", "text/html; charset=utf-8");
+    }
+}
+
+test "static: validators and conditional requests (RFC 9110 §13)" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    for (engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try Running.start(kind, fixture.root_path, .{});
+        defer running.stop();
+        const first = try running.get("/hello.txt");
+        defer first.deinit(testing.allocator);
+        const tag = first.header("ETag").?;
+        const modified = first.header("Last-Modified").?;
+        const seconds = saker.StaticFiles.parseHttpDate(modified).?;
+        var rfc850: [64]u8 = undefined;
+        var asctime: [64]u8 = undefined;
+        const dates = try obsoleteDates(seconds, &rfc850, &asctime);
+
+        var buffer: [8][256]u8 = undefined;
+        const cases = [_]struct { []const u8, u16 }{
+            .{ try std.mem.print(&buffer[0], "If-None-Match: {s}\r\n", .{tag}), 304 },
+            .{ try std.mem.print(&buffer[1], "If-None-Match: \"x\", W/{s}\r\n", .{tag}), 304 },
+            .{ "If-None-Match: \"other\"\r\n", 200 },
+            .{ "If-None-Match: *\r\n", 304 },
+            .{ try std.mem.print(&buffer[2], "If-Modified-Since: {s}\r\n", .{modified}), 304 },
+            .{ try std.mem.print(&buffer[3], "If-Modified-Since: {s}\r\n", .{dates.rfc850}), 304 },
+            .{ try std.mem.print(&buffer[4], "If-Modified-Since: {s}\r\n", .{dates.asctime}), 304 },
+            .{ "If-Modified-Since: Sun, 06 Nov 1994 08:49:37 GMT\r\n", 200 },
+            .{ "If-Modified-Since: not a date\r\n", 200 },
+            // If-None-Match wins over If-Modified-Since.
+            .{ try std.mem.print(&buffer[5], "If-None-Match: \"other\"\r\nIf-Modified-Since: {s}\r\n", .{modified}), 200 },
+            .{ "If-Match: \"other\"\r\n", 412 },
+            .{ try std.mem.print(&buffer[6], "If-Match: W/{s}\r\n", .{tag}), 412 }, // strong comparison
+            .{ try std.mem.print(&buffer[7], "If-Match: \"a\", {s}\r\n", .{tag}), 200 },
+            .{ "If-Match: *\r\n", 200 },
+            .{ "If-Unmodified-Since: Sun, 06 Nov 1994 08:49:37 GMT\r\n", 412 },
+            .{ "If-Unmodified-Since: Fri, 01 Jan 2100 00:00:00 GMT\r\n", 200 },
+        };
+        for (cases) |case| {
+            errdefer std.debug.print("headers {s}\n", .{case[0]});
+            const response = try running.request("GET", "/hello.txt", case[0]);
+            defer response.deinit(testing.allocator);
+            try expectStatus(response, case[1]);
+            if (case[1] == 304) {
+                try testing.expectEqualStrings(tag, response.header("ETag").?);
+                try testing.expectEqual(@as(?[]const u8, null), response.header("Content-Length"));
+            }
+        }
+        const head = try running.request("HEAD", "/hello.txt", buffer[0][0 .. 17 + tag.len]);
+        defer head.deinit(testing.allocator);
+        try expectStatus(head, 304);
+    }
+}
+
+fn obsoleteDates(seconds: i64, rfc850: *[64]u8, asctime: *[64]u8) !struct { rfc850: []const u8, asctime: []const u8 } {
+    const epoch_seconds: std.time.epoch.EpochSeconds = .{ .secs = @intCast(seconds) };
+    const day = epoch_seconds.getEpochDay();
+    const year_day = day.calculateYearDay();
+    const month_day = year_day.calculateMonthDay();
+    const time = epoch_seconds.getDaySeconds();
+    const weekdays = [7][]const u8{ "Thursday", "Friday", "Saturday", "Sunday", "Monday", "Tuesday", "Wednesday" };
+    const months = [12][]const u8{ "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
+    const weekday = weekdays[@intCast(@mod(day.day, 7))];
+    const month = months[@backingInt(month_day.month) - 1];
+    return .{
+        .rfc850 = try std.mem.print(rfc850, "{s}, {d:0>2}-{s}-{d:0>2} {d:0>2}:{d:0>2}:{d:0>2} GMT", .{
+            weekday,                month_day.day_index + 1,   month,                       year_day.year % 100,
+            time.getHoursIntoDay(), time.getMinutesIntoHour(), time.getSecondsIntoMinute(),
+        }),
+        .asctime = try std.mem.print(asctime, "{s} {s} {d: >2} {d:0>2}:{d:0>2}:{d:0>2} {d}", .{
+            weekday[0..3],             month,                       month_day.day_index + 1, time.getHoursIntoDay(),
+            time.getMinutesIntoHour(), time.getSecondsIntoMinute(), year_day.year,
+        }),
+    };
+}
+
+test "static: ranges, If-Range, multipart, 416, and the end of a 100 MiB sparse file" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    for (engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try Running.start(kind, fixture.root_path, .{});
+        defer running.stop();
+        // "Hello, static world!\n" is 21 bytes.
+        const cases = [_]struct { []const u8, u16, []const u8, ?[]const u8 }{
+            .{ "Range: bytes=0-4\r\n", 206, "Hello", "bytes 0-4/21" },
+            .{ "Range: bytes=7-\r\n", 206, "static world!\n", "bytes 7-20/21" },
+            .{ "Range: bytes=-7\r\n", 206, "world!\n", "bytes 14-20/21" },
+            .{ "Range: bytes=13-1000\r\n", 206, " world!\n", "bytes 13-20/21" },
+            .{ "Range: bytes=21-30\r\n", 416, "416 Range Not Satisfiable\n", "bytes */21" },
+            .{ "Range: bytes=5-1\r\n", 200, "Hello, static world!\n", null },
+            .{ "Range: items=0-4\r\n", 200, "Hello, static world!\n", null },
+            .{ "Range: bytes=0-4\r\nIf-Range: \"stale\"\r\n", 200, "Hello, static world!\n", null },
+            .{ "Range: bytes=0-4\r\nIf-Range: Sun, 06 Nov 1994 08:49:37 GMT\r\n", 200, "Hello, static world!\n", null },
+        };
+        for (cases) |case| {
+            errdefer std.debug.print("headers {s}\n", .{case[0]});
+            const response = try running.request("GET", "/hello.txt", case[0]);
+            defer response.deinit(testing.allocator);
+            try expectStatus(response, case[1]);
+            try testing.expectEqualStrings(case[2], response.body);
+            if (case[3]) |content_range| try testing.expectEqualStrings(content_range, response.header("Content-Range").?);
+        }
+        const full = try running.get("/hello.txt");
+        defer full.deinit(testing.allocator);
+        var buffer: [256]u8 = undefined;
+        const if_range_tag = try running.request("GET", "/hello.txt", try std.mem.print(&buffer, "Range: bytes=0-4\r\nIf-Range: {s}\r\n", .{full.header("ETag").?}));
+        defer if_range_tag.deinit(testing.allocator);
+        try expectStatus(if_range_tag, 206);
+        const if_range_date = try running.request("GET", "/hello.txt", try std.mem.print(&buffer, "Range: bytes=0-4\r\nIf-Range: {s}\r\n", .{full.header("Last-Modified").?}));
+        defer if_range_date.deinit(testing.allocator);
+        try expectStatus(if_range_date, 206);
+        // HEAD ignores Range.
+        const head = try running.request("HEAD", "/hello.txt", "Range: bytes=0-4\r\n");
+        defer head.deinit(testing.allocator);
+        try expectStatus(head, 200);
+
+        const multi = try running.request("GET", "/hello.txt", "Range: bytes=0-4, 14-19\r\n");
+        defer multi.deinit(testing.allocator);
+        try expectStatus(multi, 206);
+        const content_type = multi.header("Content-Type").?;
+        const prefix = "multipart/byteranges; boundary=";
+        try testing.expect(std.mem.startsWith(u8, content_type, prefix));
+        const boundary = content_type[prefix.len..];
+        const expected = try std.fmt.allocPrint(testing.allocator, "\r\n--{s}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Range: bytes 0-4/21\r\n\r\nHello" ++
+            "\r\n--{s}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Range: bytes 14-19/21\r\n\r\nworld!" ++
+            "\r\n--{s}--\r\n", .{ boundary, boundary, boundary });
+        defer testing.allocator.free(expected);
+        try testing.expectEqualStrings(expected, multi.body);
+
+        const empty = try running.request("GET", "/empty.txt", "Range: bytes=0-\r\n");
+        defer empty.deinit(testing.allocator);
+        try expectStatus(empty, 416);
+
+        const tail = try running.request("GET", "/big.bin", "Range: bytes=-8\r\n");
+        defer tail.deinit(testing.allocator);
+        try expectStatus(tail, 206);
+        try testing.expectEqualStrings("THE-END\n", tail.body);
+        try testing.expectEqualStrings("bytes 104857592-104857599/104857600", tail.header("Content-Range").?);
+        const middle = try running.request("GET", "/big.bin", "Range: bytes=104857000-104857599\r\n");
+        defer middle.deinit(testing.allocator);
+        try expectStatus(middle, 206);
+        try testing.expectEqual(@as(usize, 600), middle.body.len);
+        try testing.expectEqualStrings("THE-END\n", middle.body[592..]);
+        try testing.expectEqual(@as(u8, 0), middle.body[0]);
+    }
+}
+
+test "static: precompressed variants by Accept-Encoding, with Vary" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    for (engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try Running.start(kind, fixture.root_path, .{});
+        defer running.stop();
+        const cases = [_]struct { []const u8, []const u8, ?[]const u8 }{
+            .{ "", js_body, null },
+            .{ "Accept-Encoding: gzip\r\n", "GZIP-BYTES", "gzip" },
+            .{ "Accept-Encoding: gzip, deflate, br\r\n", "BROTLI-BYTES", "br" },
+            .{ "Accept-Encoding: br;q=0.5, gzip\r\n", "GZIP-BYTES", "gzip" },
+            .{ "Accept-Encoding: br;q=0, gzip;q=0\r\n", js_body, null },
+            .{ "Accept-Encoding: identity\r\n", js_body, null },
+            .{ "Accept-Encoding: *\r\n", "BROTLI-BYTES", "br" },
+        };
+        var tags: [cases.len][64]u8 = undefined;
+        for (cases, 0..) |case, i| {
+            errdefer std.debug.print("headers {s}\n", .{case[0]});
+            const response = try running.request("GET", "/app.js", case[0]);
+            defer response.deinit(testing.allocator);
+            try expectStatus(response, 200);
+            try testing.expectEqualStrings(case[1], response.body);
+            try testing.expectEqualStrings("text/javascript; charset=utf-8", response.header("Content-Type").?);
+            try testing.expectEqualStrings("Accept-Encoding", response.header("Vary").?);
+            try testing.expectEqualDeep(case[2], response.header("Content-Encoding"));
+            _ = try std.mem.print(&tags[i], "{s}", .{response.header("ETag").?});
+        }
+        try testing.expect(!std.mem.eql(u8, &tags[0], &tags[1])); // each variant has its own tag
+        try testing.expect(!std.mem.eql(u8, &tags[1], &tags[2]));
+
+        const gz_only = try running.request("GET", "/only-gz.css", "Accept-Encoding: br\r\n");
+        defer gz_only.deinit(testing.allocator);
+        try testing.expectEqualStrings("body{color:red}\n", gz_only.body);
+        try testing.expectEqualStrings("Accept-Encoding", gz_only.header("Vary").?);
+        const ranged = try running.request("GET", "/app.js", "Accept-Encoding: gzip\r\nRange: bytes=0-3\r\n");
+        defer ranged.deinit(testing.allocator);
+        try expectStatus(ranged, 206);
+        try testing.expectEqualStrings("GZIP", ranged.body);
+        try testing.expectEqualStrings("bytes 0-3/10", ranged.header("Content-Range").?);
+    }
+}
+
+test "static: the open-file cache notices changed, new and removed files" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    const io = testing.io;
+    for (engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try Running.start(kind, fixture.root_path, .{ .cache = .{ .revalidate_ms = 20 } });
+        defer running.stop();
+        try fixture.tmp.dir.writeFile(io, .{ .sub_path = "root/changing.txt", .data = "one" });
+        try expectFile(running, "/changing.txt", "one", "text/plain; charset=utf-8");
+        try fixture.tmp.dir.writeFile(io, .{ .sub_path = "root/changing.txt", .data = "two, longer" });
+        sleepMs(60);
+        try expectFile(running, "/changing.txt", "two, longer", "text/plain; charset=utf-8");
+        try fixture.tmp.dir.deleteFile(io, "root/changing.txt");
+        sleepMs(60);
+        const gone = try running.get("/changing.txt");
+        defer gone.deinit(testing.allocator);
+        try expectStatus(gone, 404);
+    }
+}
+
+fn sleepMs(ms: u32) void {
+    var fds: [0]linux.pollfd = .{};
+    _ = linux.poll(&fds, 0, @intCast(ms));
+}
+
+test "static: the access log is buffered and flushed within a second" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    for (engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        var fds: [2]linux.fd_t = undefined;
+        try testing.expectEqual(linux.E.SUCCESS, linux.errno(linux.pipe2(&fds, .{ .CLOEXEC = true })));
+        defer for (fds) |fd| {
+            _ = linux.close(fd);
+        };
+        const running = try Running.start(kind, fixture.root_path, .{ .access_log_fd = fds[1] });
+        var stopped = false;
+        defer if (!stopped) running.stop();
+        const response = try running.request("GET", "/hello.txt?x=%22", "User-Agent: tester \"quoted\"\r\nReferer: http://ref/\r\n");
+        response.deinit(testing.allocator);
+        var ready = [_]linux.pollfd{.{ .fd = fds[0], .events = linux.POLL.IN, .revents = 0 }};
+        try testing.expectEqual(@as(usize, 1), linux.poll(&ready, 1, 3000));
+        var buffer: [1024]u8 = undefined;
+        const n = linux.read(fds[0], &buffer, buffer.len);
+        const line = buffer[0..n];
+        try testing.expect(std.mem.startsWith(u8, line, "127.0.0.1 - - ["));
+        try testing.expect(std.mem.endsWith(u8, line, "] \"GET /hello.txt?x=%22 HTTP/1.1\" 200 21 \"http://ref/\" \"tester \\\"quoted\\\"\"\n"));
+        // What is still buffered at shutdown is written out.
+        const missing = try running.get("/nope");
+        missing.deinit(testing.allocator);
+        running.stop();
+        stopped = true;
+        const m = linux.read(fds[0], &buffer, buffer.len);
+        try testing.expect(std.mem.find(u8, buffer[0..m], "\"GET /nope HTTP/1.1\" 404 14") != null);
+    }
+}
+
+/// Runs the `saker` executable with `args`; returns its exit status and stderr.
+fn runCli(args: []const []const u8) !struct { term: std.process.Child.Term, stderr: []u8, stdout: []u8 } {
+    var argv: std.ArrayList([]const u8) = .empty;
+    defer argv.deinit(testing.allocator);
+    try argv.append(testing.allocator, build_options.saker_exe);
+    try argv.appendSlice(testing.allocator, args);
+    const result = try std.process.run(testing.allocator, testing.io, .{ .argv = argv.items });
+    return .{ .term = result.term, .stderr = result.stderr, .stdout = result.stdout };
+}
+
+test "saker CLI: bad input is one line on stderr and exit status 2" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    const occupied = try saker.engine.socket.listen(.{ .host = "127.0.0.1", .port = 0, .backlog = 1, .nonblocking = true, .reuse_port = false });
+    defer occupied.close();
+    var port_text: [8]u8 = undefined;
+    const busy = try std.mem.print(&port_text, "{d}", .{occupied.port});
+    const file_path = try std.fmt.allocPrint(testing.allocator, "{s}/hello.txt", .{fixture.root_path});
+    defer testing.allocator.free(file_path);
+    const cases = [_]struct { []const []const u8, []const u8 }{
+        .{ &.{}, "missing command" },
+        .{ &.{"frobnicate"}, "unknown command" },
+        .{ &.{ "serve", "/no/such/dir/anywhere" }, "no such directory" },
+        .{ &.{ "serve", file_path }, "is not a directory" },
+        .{ &.{ "serve", fixture.root_path, "--port", busy }, "already in use" },
+        .{ &.{ "serve", fixture.root_path, "--port", "99999" }, "--port" },
+        .{ &.{ "serve", fixture.root_path, "--bogus" }, "unknown option '--bogus'" },
+        .{ &.{ "serve", fixture.root_path, "--index" }, "--index needs a value" },
+        .{ &.{ "serve", fixture.root_path, "--index", "../x" }, "--index" },
+        .{ &.{ "serve", "a", "b" }, "more than one directory" },
+        .{ &.{ "serve", fixture.root_path, "--host", "localhost" }, "--host" },
+        .{ &.{ "serve", fixture.root_path, "--access-log", "/no/such/dir/log" }, "--access-log" },
+    };
+    for (cases) |case| {
+        const result = try runCli(case[0]);
+        defer testing.allocator.free(result.stderr);
+        defer testing.allocator.free(result.stdout);
+        errdefer std.debug.print("args {any}: {any}\nstderr: {s}\n", .{ case[0], result.term, result.stderr });
+        try testing.expectEqual(std.process.Child.Term{ .exited = 2 }, result.term);
+        try testing.expectEqual(@as(usize, 1), std.mem.countScalar(u8, result.stderr, '\n'));
+        try testing.expect(std.mem.startsWith(u8, result.stderr, "saker: error: "));
+        try testing.expect(std.mem.find(u8, result.stderr, case[1]) != null);
+    }
+    const version = try runCli(&.{"--version"});
+    defer testing.allocator.free(version.stderr);
+    defer testing.allocator.free(version.stdout);
+    try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, version.term);
+    try testing.expectEqualStrings("saker " ++ saker.version ++ "\n", version.stdout);
+    const help = try runCli(&.{"--help"});
+    defer testing.allocator.free(help.stderr);
+    defer testing.allocator.free(help.stdout);
+    try testing.expect(std.mem.find(u8, help.stdout, "saker serve [DIR]") != null);
+}
+
+test "saker serve: announces the port, serves, logs, and exits 0 on SIGINT" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    const io = testing.io;
+    for (engines) |kind| {
+        var child = try std.process.spawn(io, .{
+            .argv = &.{ build_options.saker_exe, "serve", fixture.root_path, "--port", "0", "--engine", @tagName(kind) },
+            .stdout = .pipe,
+            .stderr = .ignore,
+        });
+        var waited = false;
+        defer if (!waited) {
+            child.kill(io);
+        };
+        var buffer: [4096]u8 = undefined;
+        var reader = child.stdout.?.readerStreaming(io, &buffer);
+        const line = std.mem.trimEnd(u8, try reader.interface.takeDelimiterInclusive('\n'), "\n");
+        const prefix = "listening on http://127.0.0.1:";
+        try testing.expect(std.mem.startsWith(u8, line, prefix));
+        const port = try std.fmt.parseInt(u16, line[prefix.len..], 10);
+        const response = try Client.fetch(testing.allocator, port, "GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+        defer response.deinit(testing.allocator);
+        try expectStatus(response, 200);
+        try testing.expectEqualStrings("Hello, static world!\n", response.body);
+        // The log line arrives with the next tick (the log is buffered, not written per request).
+        const log_line = try reader.interface.takeDelimiterInclusive('\n');
+        errdefer std.debug.print("log line: {s}\n", .{log_line});
+        try testing.expect(std.mem.find(u8, log_line, "\"GET /hello.txt HTTP/1.1\" 200 21") != null);
+        _ = linux.kill(child.id.?, linux.SIG.INT);
+        const term = try child.wait(io);
+        waited = true;
+        try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, term);
+    }
+}
