@@ -45,6 +45,7 @@ const style =
     \\h1{font-size:20px;font-weight:600;margin:0 0 20px;word-break:break-all}
     \\h1 a{color:var(--link);text-decoration:none}h1 a:hover{text-decoration:underline}
     \\h1 .sep{color:var(--muted);margin:0 6px;font-weight:400}
+    \\h1 .label{color:var(--muted);font-weight:400;margin-right:8px}
     \\table{width:100%;border-collapse:collapse;border:1px solid var(--line);border-radius:8px;overflow:hidden}
     \\th{text-align:left;font-size:13px;font-weight:600;color:var(--muted);background:var(--row);padding:8px 14px;border-bottom:1px solid var(--line)}
     \\td{padding:7px 14px;border-bottom:1px solid var(--line);white-space:nowrap}
@@ -69,7 +70,7 @@ pub fn write(w: *std.Io.Writer, page: Page) std.Io.Writer.Error!void {
         "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>Index of /");
     try writeHtml(w, page.relative);
     if (page.relative.len > 0) try w.writeByte('/');
-    try w.writeAll("</title><style>" ++ style ++ "</style></head>\n<body><main>\n<h1>");
+    try w.writeAll("</title><style>" ++ style ++ "</style></head>\n<body><main>\n<h1><span class=\"label\">Index of</span>");
     try writeBreadcrumbs(w, page.relative);
     try w.writeAll("</h1>\n<table>\n<thead><tr><th>Name</th><th class=\"size\">Size</th><th>Modified</th></tr></thead>\n<tbody>\n");
     if (page.relative.len > 0) {
