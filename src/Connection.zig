@@ -124,6 +124,12 @@ pub fn next(c: *const Connection) Next {
     return .recv;
 }
 
+/// Whether the batch being sent ends with a file body (engines cork the socket meanwhile).
+pub fn fileFollows(c: *const Connection) bool {
+    const x = c.exchange orelse return false;
+    return x.file != null;
+}
+
 /// When the engine must call `onTimeout` (worker clock, milliseconds).
 pub fn deadline(c: *const Connection) u64 {
     if (c.exchange) |x| if (x.sending()) return c.send_deadline_ms;

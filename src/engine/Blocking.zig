@@ -71,6 +71,8 @@ fn serveConnection(worker: *Worker, fd: linux.fd_t, peer: ?std.Io.net.IpAddress,
     var c: Connection = .init(worker);
     defer c.deinit();
     if (peer) |*address| c.peer = address;
+    // TCP_CORK is set while a head and file body go out (see `socket.setCork`).
+    var corked = false;
     var sink_context: SinkContext = .{ .fd = fd };
     const sink: Connection.Sink = .{ .context = &sink_context, .writeAll = sinkWriteAll };
     c.sink = &sink;
@@ -107,6 +109,10 @@ fn serveConnection(worker: *Worker, fd: linux.fd_t, peer: ?std.Io.net.IpAddress,
                 c.onRecv(n);
             },
             .send => |iovecs| {
+                if (!corked and c.fileFollows()) {
+                    socket.setCork(fd, true);
+                    corked = true;
+                }
                 const n = socket.writev(fd, iovecs) catch |err| {
                     onWriteError(&c, err);
                     continue;
@@ -119,6 +125,10 @@ fn serveConnection(worker: *Worker, fd: linux.fd_t, peer: ?std.Io.net.IpAddress,
                     continue;
                 };
                 if (n == 0) c.onError() else c.onSend(n);
+                if (corked and !c.fileFollows()) {
+                    socket.setCork(fd, false);
+                    corked = false;
+                }
             },
             .shutdown => {
                 socket.shutdownWrite(fd);

@@ -58,6 +58,8 @@ const Slot = struct {
     peer_closed: bool,
     /// The client's address (the connection points at it).
     peer: ?std.Io.net.IpAddress,
+    /// TCP_CORK is set: a head and file body are going out (see `socket.setCork`).
+    corked: bool,
 };
 
 /// Runs an epoll engine on the calling thread until the server stops.
@@ -186,6 +188,7 @@ fn onAccept(loop: *Epoll, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) void {
     slot.readable = false;
     slot.writable = true;
     slot.peer_closed = false;
+    slot.corked = false;
     slot.connection = .init(loop.worker);
     slot.peer = peer;
     if (slot.peer) |*address| slot.connection.peer = address;
@@ -274,6 +277,10 @@ fn drive(loop: *Epoll, slot: *Slot) void {
             },
             .send => |iovecs| {
                 if (!slot.writable) return;
+                if (!slot.corked and c.fileFollows()) {
+                    socket.setCork(slot.fd, true);
+                    slot.corked = true;
+                }
                 const n = socket.writev(slot.fd, iovecs) catch |err| switch (err) {
                     error.WouldBlock => {
                         slot.writable = false;
@@ -305,6 +312,10 @@ fn drive(loop: *Epoll, slot: *Slot) void {
                     continue;
                 }
                 c.onSend(n);
+                if (slot.corked and !c.fileFollows()) {
+                    socket.setCork(slot.fd, false);
+                    slot.corked = false;
+                }
             },
             .shutdown => {
                 socket.shutdownWrite(slot.fd);

@@ -191,6 +191,15 @@ pub fn setNoDelay(fd: fd_t) void {
     _ = linux.setsockopt(fd, linux.IPPROTO.TCP, linux.TCP.NODELAY, std.mem.asBytes(&one), @sizeOf(c_int));
 }
 
+/// Sets or clears TCP_CORK. Engines cork while a head and a sendfile body go out, so the
+/// kernel sends full segments instead of a small head segment and then one segment per
+/// partial sendfile; clearing it pushes what is left at once.
+pub fn setCork(fd: fd_t, on: bool) void {
+    const value: c_int = @intFromBool(on);
+    // Only fails for a non-TCP fd (our bug) or a dead connection (the next write says so).
+    _ = linux.setsockopt(fd, linux.IPPROTO.TCP, linux.TCP.CORK, std.mem.asBytes(&value), @sizeOf(c_int));
+}
+
 /// Why a read or write on a connection failed.
 pub const IoError = error{
     /// Nothing to read, or no room to write (non-blocking socket).
