@@ -45,6 +45,12 @@ pub fn checkHandler(comptime Handler: type) void {
         else => false,
     };
     if (!ok) @compileError(wrong ++ " (it must return void or !void)");
+    if (@hasDecl(Handler, "onTick")) {
+        const Tick = @TypeOf(Handler.onTick);
+        if (Tick != fn (*Handler, u32) void)
+            @compileError("wrong signature for " ++ @typeName(Handler) ++ ".onTick: expected `pub fn onTick(self: *" ++
+                @typeName(Handler) ++ ", worker_index: u32) void`");
+    }
 }
 
 /// A server for `Handler`: see DESIGN.md §1.
