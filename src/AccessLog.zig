@@ -142,7 +142,8 @@ const month_names = [12]*const [3]u8{
 
 /// "[10/Oct/2000:13:55:36 +0000]"
 fn formatDate(out: *[28]u8, unix_seconds: i64) void {
-    const epoch_seconds: std.time.epoch.EpochSeconds = .{ .secs = @intCast(@max(unix_seconds, 0)) };
+    // The clock's time: a four-digit year until 9999 (clamped there rather than trusted).
+    const epoch_seconds: std.time.epoch.EpochSeconds = .{ .secs = @intCast(std.math.clamp(unix_seconds, 0, 253402300799)) };
     const year_day = epoch_seconds.getEpochDay().calculateYearDay();
     const month_day = year_day.calculateMonthDay();
     const day_seconds = epoch_seconds.getDaySeconds();

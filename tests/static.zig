@@ -51,8 +51,15 @@ const Fixture = struct {
             .{ "root/only-gz.css", "body{color:red}\n" },
             .{ "root/only-gz.css.gz", "GZ-CSS" },
             .{ "root/spa.html", "<p>app shell</p>\n" },
+            .{ "root/sub/far-future.txt", "later\n" },
+            .{ "root/sub/before-1970.txt", "earlier\n" },
         };
         for (files) |file| try d.writeFile(io, .{ .sub_path = file[0], .data = file[1] });
+        // Times a file may really have, outside what an HTTP date can express.
+        const future = [2]linux.timespec{ .{ .sec = 1 << 40, .nsec = 0 }, .{ .sec = 1 << 40, .nsec = 0 } };
+        try testing.expectEqual(linux.E.SUCCESS, linux.errno(linux.utimensat(d.handle, "root/sub/far-future.txt", &future, 0)));
+        const past = [2]linux.timespec{ .{ .sec = -86400 * 365, .nsec = 0 }, .{ .sec = -86400 * 365, .nsec = 0 } };
+        try testing.expectEqual(linux.E.SUCCESS, linux.errno(linux.utimensat(d.handle, "root/sub/before-1970.txt", &past, 0)));
         try d.symLink(io, "../outside.txt", "root/escape", .{});
         try d.symLink(io, "/etc/passwd", "root/absolute", .{});
         try d.symLink(io, "..", "root/sub/up", .{});
@@ -161,6 +168,8 @@ test "static: files, index, HEAD, names with spaces and unicode, 0 bytes, 405" {
         try expectFile(running, "/inside", "alpha\n", "application/octet-stream");
         try expectFile(running, "/docs/", "<p>docs</p>\n", "text/html; charset=utf-8");
         try expectFile(running, "/empty.txt", "", "text/plain; charset=utf-8");
+        try expectFile(running, "/sub/far-future.txt", "later\n", "text/plain; charset=utf-8");
+        try expectFile(running, "/sub/before-1970.txt", "earlier\n", "text/plain; charset=utf-8");
 
         const hello = try running.get("/hello.txt");
         defer hello.deinit(testing.allocator);

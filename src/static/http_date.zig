@@ -8,9 +8,13 @@ const DateCache = @import("../DateCache.zig");
 /// Length of an IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT").
 pub const imf_fixdate_len = 29;
 
-/// Writes the IMF-fixdate of `unix_seconds` (clamped at 1970) into `buffer`.
+/// Last second with a four-digit year (9999-12-31T23:59:59Z).
+const seconds_max: i64 = 253402300799;
+
+/// Writes the IMF-fixdate of `unix_seconds` into `buffer`, clamped to 1970..9999 (file times
+/// outside it exist: `touch -d` sets any).
 pub fn format(buffer: *[imf_fixdate_len]u8, unix_seconds: i64) void {
-    _ = DateCache.format(buffer, "", @max(unix_seconds, 0));
+    _ = DateCache.format(buffer, "", std.math.clamp(unix_seconds, 0, seconds_max));
 }
 
 const month_names = [12]*const [3]u8{
@@ -137,6 +141,14 @@ test "http_date: round trip through format, leap years, epoch" {
     try std.testing.expectEqual(@as(?i64, 951782400), parse("Tue, 29 Feb 2000 00:00:00 GMT"));
     try std.testing.expectEqual(@as(?i64, 0), parse("Thursday, 01-Jan-70 00:00:00 GMT"));
     try std.testing.expectEqual(@as(?i64, 1262304000), parse("Friday, 01-Jan-10 00:00:00 GMT"));
+}
+
+test "http_date: times outside 1970..9999 are clamped, not a crash" {
+    var buffer: [imf_fixdate_len]u8 = undefined;
+    format(&buffer, -5);
+    try std.testing.expectEqualStrings("Thu, 01 Jan 1970 00:00:00 GMT", &buffer);
+    format(&buffer, std.math.maxInt(i64));
+    try std.testing.expectEqualStrings("Fri, 31 Dec 9999 23:59:59 GMT", &buffer);
 }
 
 test "http_date: malformed dates are not dates" {

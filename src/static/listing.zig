@@ -168,7 +168,7 @@ pub fn writeSize(w: *std.Io.Writer, size: u64) std.Io.Writer.Error!void {
 
 /// "2026-11-22 03:21" (UTC).
 fn writeDate(w: *std.Io.Writer, unix_seconds: i64) std.Io.Writer.Error!void {
-    const epoch_seconds: std.time.epoch.EpochSeconds = .{ .secs = @intCast(@max(unix_seconds, 0)) };
+    const epoch_seconds: std.time.epoch.EpochSeconds = .{ .secs = @intCast(std.math.clamp(unix_seconds, 0, 253402300799)) };
     const year_day = epoch_seconds.getEpochDay().calculateYearDay();
     const month_day = year_day.calculateMonthDay();
     const day_seconds = epoch_seconds.getDaySeconds();
