@@ -195,7 +195,9 @@ fn cacheEntriesFor(options: Options) u32 {
 
 /// The handler's entry point.
 pub fn handle(sf: *StaticFiles, req: *Request, res: *Response) !void {
-    assert(req.worker_index < sf.states.len);
+    // `workers` smaller than the server's worker count is a setup mistake: refuse (500)
+    // rather than share a worker's state between threads.
+    if (req.worker_index >= sf.states.len) return error.WorkerIndexOutOfRange;
     const state = &sf.states[req.worker_index];
     defer state.cache.releaseScratch();
     const clock = Clock.read();
