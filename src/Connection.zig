@@ -124,10 +124,11 @@ pub fn next(c: *const Connection) Next {
     return .recv;
 }
 
-/// Whether the batch being sent ends with a file body (engines cork the socket meanwhile).
-pub fn fileFollows(c: *const Connection) bool {
-    const x = c.exchange orelse return false;
-    return x.file != null;
+/// The file body that ends the batch being sent, if any (engines may cork the socket while
+/// its head goes out; see `engine/socket.zig` `setCork`).
+pub fn fileFollows(c: *const Connection) ?Response.File {
+    const x = c.exchange orelse return null;
+    return x.file;
 }
 
 /// When the engine must call `onTimeout` (worker clock, milliseconds).

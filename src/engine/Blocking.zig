@@ -109,7 +109,8 @@ fn serveConnection(worker: *Worker, fd: linux.fd_t, peer: ?std.Io.net.IpAddress,
                 c.onRecv(n);
             },
             .send => |iovecs| {
-                if (!corked and c.fileFollows()) {
+                const file = c.fileFollows();
+                if (!corked and file != null and socket.shouldCork(file.?.len)) {
                     socket.setCork(fd, true);
                     corked = true;
                 }
@@ -125,7 +126,7 @@ fn serveConnection(worker: *Worker, fd: linux.fd_t, peer: ?std.Io.net.IpAddress,
                     continue;
                 };
                 if (n == 0) c.onError() else c.onSend(n);
-                if (corked and !c.fileFollows()) {
+                if (corked and c.fileFollows() == null) {
                     socket.setCork(fd, false);
                     corked = false;
                 }

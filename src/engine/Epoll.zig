@@ -277,7 +277,8 @@ fn drive(loop: *Epoll, slot: *Slot) void {
             },
             .send => |iovecs| {
                 if (!slot.writable) return;
-                if (!slot.corked and c.fileFollows()) {
+                const file = c.fileFollows();
+                if (!slot.corked and file != null and socket.shouldCork(file.?.len)) {
                     socket.setCork(slot.fd, true);
                     slot.corked = true;
                 }
@@ -312,7 +313,7 @@ fn drive(loop: *Epoll, slot: *Slot) void {
                     continue;
                 }
                 c.onSend(n);
-                if (slot.corked and !c.fileFollows()) {
+                if (slot.corked and c.fileFollows() == null) {
                     socket.setCork(slot.fd, false);
                     slot.corked = false;
                 }
