@@ -49,6 +49,12 @@ recv_buffer_bytes: u32 = 4 * 1024,
 large_buffers_max: u32 = 64,
 /// Buffer for response heads and small bodies of one pipelined batch, per busy connection.
 send_buffer_bytes: u32 = 8 * 1024,
+/// Largest file body (sendfile) sent with TCP_CORK set from its head to its last byte, so
+/// head and body leave in full segments. Measured on loopback: corking lowers CPU per 64 KiB
+/// response; for 1 MiB bodies it raised the server's CPU per response about 2x (the client's
+/// share of the TCP work moves to the sender) while raising req/s about 1.5x (the client reads
+/// fuller segments). The default corks every file body, as nginx's `tcp_nopush` does.
+cork_file_bytes_max: u64 = std.math.maxInt(u64),
 /// Per-request arena memory held by each busy connection before it falls back to the heap.
 arena_bytes: u32 = 8 * 1024,
 /// Largest response body a handler may build in memory (500 beyond).

@@ -532,3 +532,29 @@ test {
     _ = FileCache;
     _ = AccessLog;
 }
+
+test "StaticFiles.init: refuses a missing root, a file root and malformed options" {
+    const gpa = std.testing.allocator;
+    var tmp = std.testing.tmpDir(.{});
+    defer tmp.cleanup();
+    try tmp.dir.writeFile(std.testing.io, .{ .sub_path = "file.txt", .data = "x" });
+    const root = try tmp.dir.realPathFileAlloc(std.testing.io, ".", gpa);
+    defer gpa.free(root);
+    const file = try std.fmt.allocPrint(gpa, "{s}/file.txt", .{root});
+    defer gpa.free(file);
+    const missing = try std.fmt.allocPrint(gpa, "{s}/missing", .{root});
+    defer gpa.free(missing);
+
+    try std.testing.expectError(error.NotFound, init(gpa, .{ .root = missing }));
+    try std.testing.expectError(error.NotDirectory, init(gpa, .{ .root = file }));
+    for ([_][]const u8{ "", ".", "..", "a/b", "a\\b" }) |index|
+        try std.testing.expectError(error.InvalidIndex, init(gpa, .{ .root = root, .index = index }));
+    try std.testing.expectError(error.InvalidFallback, init(gpa, .{ .root = root, .spa_fallback = "../x" }));
+    try std.testing.expectError(error.InvalidFallback, init(gpa, .{ .root = root, .spa_fallback = "/" }));
+    try std.testing.expectError(error.InvalidCacheControl, init(gpa, .{ .root = root, .cache_control = "a\r\nb" }));
+
+    var files = try init(gpa, .{ .root = root, .workers = 3, .spa_fallback = "./app/../index.html" });
+    defer files.deinit();
+    try std.testing.expectEqualStrings("index.html", files.spa_relative.?);
+    try std.testing.expectEqual(@as(usize, 3), files.states.len);
+}

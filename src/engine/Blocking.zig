@@ -110,7 +110,7 @@ fn serveConnection(worker: *Worker, fd: linux.fd_t, peer: ?std.Io.net.IpAddress,
             },
             .send => |iovecs| {
                 const file = c.fileFollows();
-                if (!corked and file != null and socket.shouldCork(file.?.len)) {
+                if (!corked and file != null and file.?.len <= worker.config.cork_file_bytes_max) {
                     socket.setCork(fd, true);
                     corked = true;
                 }

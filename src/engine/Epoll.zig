@@ -278,7 +278,7 @@ fn drive(loop: *Epoll, slot: *Slot) void {
             .send => |iovecs| {
                 if (!slot.writable) return;
                 const file = c.fileFollows();
-                if (!slot.corked and file != null and socket.shouldCork(file.?.len)) {
+                if (!slot.corked and file != null and file.?.len <= loop.worker.config.cork_file_bytes_max) {
                     socket.setCork(slot.fd, true);
                     slot.corked = true;
                 }

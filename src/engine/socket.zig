@@ -191,19 +191,9 @@ pub fn setNoDelay(fd: fd_t) void {
     _ = linux.setsockopt(fd, linux.IPPROTO.TCP, linux.TCP.NODELAY, std.mem.asBytes(&one), @sizeOf(c_int));
 }
 
-/// Largest file body whose head is corked with it. Up to this size, head and body leave in
-/// full segments instead of a small head segment first (measured: less CPU per 64 KiB
-/// response); for larger files the head is a negligible extra segment, and corking them cost
-/// about twice the server CPU per 1 MiB response on loopback.
-pub const cork_file_bytes_max = 256 * 1024;
-
-/// Whether a batch whose file body is `file_len` bytes is worth corking.
-pub fn shouldCork(file_len: u64) bool {
-    return file_len <= cork_file_bytes_max;
-}
-
-/// Sets or clears TCP_CORK. Engines cork while a head and a small sendfile body go out (see
-/// `cork_file_bytes_max`); clearing it pushes what is left at once.
+/// Sets or clears TCP_CORK. Engines cork while a head and its sendfile body go out (up to
+/// `Config.cork_file_bytes_max`), so they leave in full segments; clearing it pushes what is
+/// left at once.
 pub fn setCork(fd: fd_t, on: bool) void {
     const value: c_int = @intFromBool(on);
     // Only fails for a non-TCP fd (our bug) or a dead connection (the next write says so).

@@ -269,6 +269,11 @@ test "fs: openBeneath refuses to leave the root, follows links that stay inside"
     try std.testing.expectError(error.OutsideRoot, openBeneath(root, "../secret.txt", .{}));
     try std.testing.expectError(error.NotFound, openBeneath(root, "missing", .{}));
     try std.testing.expectError(error.NotFound, openBeneath(root, "sub/a.txt/x", .{}));
+    const location = try openBeneath(root, "sub/a.txt", .{ .path_only = true });
+    defer close(location);
+    try std.testing.expectEqual(@as(u64, 5), (try stat(location)).size);
+    try std.testing.expectError(error.OutsideRoot, openBeneath(root, "out", .{ .path_only = true }));
+    try std.testing.expectError(error.NotFound, openBeneath(root, "in", .{ .directory = true }));
     const dir = try openBeneath(root, "", .{ .directory = true });
     defer close(dir);
     try std.testing.expectEqual(Kind.directory, (try stat(dir)).kind);
