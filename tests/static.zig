@@ -71,6 +71,9 @@ const Fixture = struct {
         try testing.expectEqual(linux.E.SUCCESS, linux.errno(linux.ftruncate(big.handle, @intCast(big_size))));
         _ = linux.pwrite(big.handle, "THE-END\n", 8, @intCast(big_size - 8));
         try testing.expectEqual(linux.E.SUCCESS, linux.errno(linux.mknodat(d.handle, "root/fifo", linux.S.IFIFO | 0o644, 0)));
+        // A name longer than the cache's key limit: served through the uncached scratch entry.
+        const long_name: [250]u8 = @splat('L');
+        try d.writeFile(io, .{ .sub_path = "root/" ++ long_name ++ ".txt", .data = "long name\n" });
         const root_path = try d.realPathFileAlloc(io, "root", testing.allocator);
         return .{ .tmp = tmp, .root_path = root_path };
     }
@@ -169,6 +172,15 @@ test "static: files, index, HEAD, names with spaces and unicode, 0 bytes, 405" {
         try expectFile(running, "/docs/", "<p>docs</p>\n", "text/html; charset=utf-8");
         try expectFile(running, "/empty.txt", "", "text/plain; charset=utf-8");
         try expectFile(running, "/sub/far-future.txt", "later\n", "text/plain; charset=utf-8");
+        const long_name: [250]u8 = @splat('L');
+        try expectFile(running, "/" ++ long_name ++ ".txt", "long name\n", "text/plain; charset=utf-8");
+        const long_range = try running.request("GET", "/" ++ long_name ++ ".txt", "Range: bytes=5-\r\n");
+        defer long_range.deinit(testing.allocator);
+        try expectStatus(long_range, 206);
+        try testing.expectEqualStrings("name\n", long_range.body);
+        const long_head = try running.request("HEAD", "/" ++ long_name ++ ".txt", "");
+        defer long_head.deinit(testing.allocator);
+        try testing.expectEqualStrings("10", long_head.header("Content-Length").?);
         try expectFile(running, "/sub/before-1970.txt", "earlier\n", "text/plain; charset=utf-8");
 
         const hello = try running.get("/hello.txt");
