@@ -35,8 +35,6 @@ const accept_encoding = @import("static/accept_encoding.zig");
 const listing = @import("static/listing.zig");
 const FileCache = @import("static/FileCache.zig");
 
-const log = std.log.scoped(.saker);
-
 const StaticFiles = @This();
 
 /// Parses an HTTP date in any of the three formats of RFC 9110 §5.6.7 (seconds since the epoch).

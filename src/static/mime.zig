@@ -143,11 +143,6 @@ pub fn forName(name: []const u8) []const u8 {
     return table.get(lower[0..extension.len]) orelse default_type;
 }
 
-/// Whether a type is worth compressing (text-like): used to describe precompressed variants.
-pub fn isText(media_type: []const u8) bool {
-    return std.mem.find(u8, media_type, "charset=") != null;
-}
-
 test "mime: common types, case-insensitive, charset on text" {
     try std.testing.expectEqualStrings("text/html; charset=utf-8", forName("index.html"));
     try std.testing.expectEqualStrings("text/html; charset=utf-8", forName("/a/b/INDEX.HTM"));
@@ -160,8 +155,7 @@ test "mime: common types, case-insensitive, charset on text" {
     try std.testing.expectEqualStrings("application/zip", forName("a.zip"));
     try std.testing.expectEqualStrings("application/pdf", forName("doc.pdf"));
     try std.testing.expectEqualStrings("application/wasm", forName("m.wasm"));
-    try std.testing.expect(isText(forName("a.json")));
-    try std.testing.expect(!isText(forName("a.png")));
+    try std.testing.expectEqualStrings("application/json; charset=utf-8", forName("a.json"));
 }
 
 test "mime: unknown, missing and odd extensions" {
