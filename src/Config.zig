@@ -36,6 +36,8 @@ header_bytes_max: u32 = 64 * 1024,
 header_count_max: u16 = 64,
 /// Largest request body after chunked decoding (413 beyond).
 body_bytes_max: u64 = 8 * 1024 * 1024,
+/// Largest request body a handler receives in pieces through `onBody` (413 beyond).
+streamed_body_bytes_max: u64 = 1024 * 1024 * 1024,
 /// Longest chunk extension list on one chunk line (400 beyond).
 chunk_extension_bytes_max: u32 = 4 * 1024,
 /// Longest trailer section of a chunked body (400 beyond).

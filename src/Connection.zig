@@ -144,7 +144,7 @@ pub fn recvBuffer(c: *Connection) ?[]u8 {
         },
         .body => return switch (x.body) {
             .buffer => |b| b.bytes[b.received..],
-            .in_place, .chunked => x.recv[x.recv_end..],
+            .in_place, .chunked, .streamed_length => x.recv[x.recv_end..],
             .none => unreachable,
         },
         .linger => return x.recv_small,
@@ -170,7 +170,7 @@ pub fn onRecv(c: *Connection, n: usize) void {
         .head => x.recv_end += @intCast(n),
         .body => switch (x.body) {
             .buffer => |*b| b.received += n,
-            .in_place, .chunked => x.recv_end += @intCast(n),
+            .in_place, .chunked, .streamed_length => x.recv_end += @intCast(n),
             .none => unreachable,
         },
         .linger => return,
@@ -315,6 +315,33 @@ fn startBody(c: *Connection, x: *Exchange) bool {
     x.body_start = x.head_start + head.len;
     c.phase = .body;
     c.read_deadline_ms = c.worker.now_ms + config.body_timeout_ms;
+    x.prepared = false;
+    const action: Worker.BodyAction = if (c.worker.dispatch.on_head) |on_head| blk: {
+        c.prepare(x, "");
+        const action = on_head(c.worker.dispatch.context, &x.request, &x.response) catch |err| {
+            c.hookFailed(x, err);
+            return false;
+        };
+        break :blk if (head.framing == .none) .buffer else action;
+    } else .buffer;
+    switch (action) {
+        .buffer => return c.startBufferedBody(x),
+        .stream => return c.startStreamedBody(x),
+        .skip => {
+            // The handler answers without the body; the connection cannot be reused, and no
+            // 100 Continue invites the client to send it (RFC 9110 §10.1.1).
+            head.expect_continue = false;
+            head.keep_alive = false;
+            x.body = .none;
+            c.linger = true;
+            return true;
+        },
+    }
+}
+
+fn startBufferedBody(c: *Connection, x: *Exchange) bool {
+    const head = &x.parser.head;
+    const config = c.worker.config;
     switch (head.framing) {
         .none => x.body = .none,
         .content_length => |length| {
@@ -335,15 +362,90 @@ fn startBody(c: *Connection, x: *Exchange) bool {
                 x.body = .{ .buffer = .{ .bytes = bytes, .received = have } };
             }
         },
-        .chunked => x.body = .{ .chunked = .{
-            .decoder = .init(.{
-                .extension_bytes_max = config.chunk_extension_bytes_max,
-                .trailer_bytes_max = config.trailer_bytes_max,
-            }),
-            .body_end = x.body_start,
-            .raw_pos = x.body_start,
-        } },
+        .chunked => x.body = .{ .chunked = c.chunkedState(x, false) },
     }
+    return true;
+}
+
+fn startStreamedBody(c: *Connection, x: *Exchange) bool {
+    const head = &x.parser.head;
+    switch (head.framing) {
+        .none => x.body = .none,
+        .content_length => |length| {
+            if (length > c.worker.config.streamed_body_bytes_max) {
+                c.fail(.content_too_large, "request body too large");
+                return false;
+            }
+            if (x.body_start == x.recv.len) {
+                c.fail(.request_header_fields_too_large, "request head leaves no room for the body");
+                return false;
+            }
+            x.body = .{ .streamed_length = .{ .remaining = length } };
+        },
+        .chunked => x.body = .{ .chunked = c.chunkedState(x, true) },
+    }
+    return true;
+}
+
+fn chunkedState(c: *Connection, x: *Exchange, stream: bool) Exchange.Chunked {
+    const config = c.worker.config;
+    return .{
+        .decoder = .init(.{
+            .extension_bytes_max = config.chunk_extension_bytes_max,
+            .trailer_bytes_max = config.trailer_bytes_max,
+        }),
+        .body_end = x.body_start,
+        .raw_pos = x.body_start,
+        .stream = stream,
+    };
+}
+
+/// Builds the request view and an empty response for the current head and `body`.
+fn prepare(c: *Connection, x: *Exchange, body: []const u8) void {
+    const head = &x.parser.head;
+    x.request = .init(head, body, x.arena.allocator());
+    const free = x.out.len - x.out_len;
+    const body_buffer = if (free >= Exchange.head_reserve + 256)
+        x.out[x.out_len + Exchange.head_reserve ..]
+    else
+        x.out[x.out.len..];
+    x.response = .init(.{
+        .arena = x.arena.allocator(),
+        .header_storage = x.response_header_storage,
+        .body_buffer = body_buffer,
+        .body_bytes_max = c.worker.config.response_body_bytes_max,
+        .discard_body = head.method == .HEAD,
+        .stream = if (c.sink != null) .{ .context = c, .sendChunk = sendChunk } else null,
+    });
+    x.prepared = true;
+}
+
+/// An `onHead` or `onBody` hook failed: send the error response it prepared (status >= 400),
+/// or a 500; either way the rest of the body is not read, so the connection closes.
+fn hookFailed(c: *Connection, x: *Exchange, err: anyerror) void {
+    const res = &x.response;
+    x.body = .none;
+    x.parser.head.expect_continue = false;
+    if (res.status.code() >= 400 and res.failure == null) {
+        log.debug("request hook ended the request on {s}: {t}", .{ x.request.path, err });
+        x.parser.head.keep_alive = false; // the rest of the body is never read
+        c.linger = true;
+        c.finishResponse(x);
+        c.finishRequest(x);
+        return;
+    }
+    c.handlerFailed(x, err);
+}
+
+/// Hands a piece of a streamed body to the handler's `onBody`. Returns false when the hook
+/// failed (the request is then answered and the connection closes).
+fn deliver(c: *Connection, x: *Exchange, chunk: []const u8) bool {
+    if (chunk.len == 0) return true;
+    const on_body = c.worker.dispatch.on_body.?;
+    on_body(c.worker.dispatch.context, &x.request, &x.response, chunk) catch |err| {
+        c.hookFailed(x, err);
+        return false;
+    };
     return true;
 }
 
@@ -353,6 +455,7 @@ fn processBody(c: *Connection, x: *Exchange) bool {
         .none => true,
         .in_place => |b| x.recv_end >= b.end,
         .buffer => |b| b.received == b.bytes.len,
+        .streamed_length => |*b| c.streamLength(x, b) catch return false,
         .chunked => |*chunked| c.decodeChunked(x, chunked) catch return false,
     };
     if (!complete and x.parser.head.expect_continue) {
@@ -368,10 +471,25 @@ fn processBody(c: *Connection, x: *Exchange) bool {
     return complete;
 }
 
+/// Delivers what arrived of a streamed Content-Length body; returns whether it is complete.
+fn streamLength(c: *Connection, x: *Exchange, body: *@FieldType(Exchange.Body, "streamed_length")) error{Failed}!bool {
+    const available = x.recv_end - x.body_start;
+    const take: u32 = @intCast(@min(available, body.remaining));
+    if (!c.deliver(x, x.recv[x.body_start..][0..take])) return error.Failed;
+    body.remaining -= take;
+    if (body.remaining == 0) {
+        body.next_start = x.body_start + take;
+        return true;
+    }
+    x.recv_end = x.body_start; // all consumed: the next read reuses the space
+    return false;
+}
+
 /// Decodes what arrived of a chunked body, keeping decoded bytes in place. Returns whether the
 /// body is complete; fails the request (and returns an error) on bad framing or size.
 fn decodeChunked(c: *Connection, x: *Exchange, chunked: *Exchange.Chunked) error{Failed}!bool {
-    const limit = c.worker.config.body_bytes_max;
+    const config = c.worker.config;
+    const limit = if (chunked.stream) config.streamed_body_bytes_max else config.body_bytes_max;
     while (chunked.raw_pos < x.recv_end and !chunked.decoder.done()) {
         const output = chunked.decoder.feed(x.recv[chunked.raw_pos..x.recv_end]) catch |err| {
             c.fail(.bad_request, ChunkedDecoder.message(err));
@@ -389,6 +507,10 @@ fn decodeChunked(c: *Connection, x: *Exchange, chunked: *Exchange.Chunked) error
             chunked.body_end += @intCast(output.data.len);
         }
         chunked.raw_pos += @intCast(output.consumed);
+    }
+    if (chunked.stream) {
+        if (!c.deliver(x, x.recv[x.body_start..chunked.body_end])) return error.Failed;
+        chunked.body_end = x.body_start;
     }
     if (chunked.decoder.done()) return true;
     // Everything received is decoded: the raw area collapses onto the decoded bytes.
@@ -415,6 +537,7 @@ fn decodeChunked(c: *Connection, x: *Exchange, chunked: *Exchange.Chunked) error
 fn takeBody(c: *Connection, x: *Exchange) error{Failed}!struct { bytes: []const u8, next_start: u32 } {
     return switch (x.body) {
         .none => .{ .bytes = "", .next_start = x.body_start },
+        .streamed_length => |b| .{ .bytes = "", .next_start = b.next_start },
         .in_place => |b| .{ .bytes = x.recv[x.body_start..b.end], .next_start = b.end },
         .buffer => |b| .{ .bytes = b.bytes, .next_start = x.recv_end },
         .chunked => |*chunked| blk: {
@@ -433,21 +556,11 @@ fn takeBody(c: *Connection, x: *Exchange) error{Failed}!struct { bytes: []const 
 /// Calls the handler for the complete request and adds its response to the batch.
 fn dispatch(c: *Connection, x: *Exchange) void {
     const body = c.takeBody(x) catch return;
-    const head = &x.parser.head;
-    x.request = .init(head, body.bytes, x.arena.allocator());
-    const free = x.out.len - x.out_len;
-    const body_buffer = if (free >= Exchange.head_reserve + 256)
-        x.out[x.out_len + Exchange.head_reserve ..]
-    else
-        x.out[x.out.len..];
-    x.response = .init(.{
-        .arena = x.arena.allocator(),
-        .header_storage = x.response_header_storage,
-        .body_buffer = body_buffer,
-        .body_bytes_max = c.worker.config.response_body_bytes_max,
-        .discard_body = head.method == .HEAD,
-        .stream = if (c.sink != null) .{ .context = c, .sendChunk = sendChunk } else null,
-    });
+    if (x.prepared) {
+        x.request.body_bytes = body.bytes;
+    } else {
+        c.prepare(x, body.bytes);
+    }
     const res = &x.response;
     c.worker.dispatch.handle(c.worker.dispatch.context, &x.request, res) catch |err| {
         return c.handlerFailed(x, err);
@@ -634,6 +747,7 @@ fn iovec(bytes: []const u8) posix.iovec_const {
 fn finishRequest(c: *Connection, x: *Exchange) void {
     const next_start = switch (x.body) {
         .none => x.body_start,
+        .streamed_length => |b| b.next_start,
         .in_place => |b| b.end,
         .buffer => x.recv_end,
         .chunked => |chunked| chunked.raw_pos,

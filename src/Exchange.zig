@@ -57,6 +57,8 @@ file: ?Response.File = null,
 request: Request = undefined,
 /// The response being built.
 response: Response = undefined,
+/// Whether `request` and `response` were set up before the body (for `onHead`).
+prepared: bool = false,
 
 /// How a body is being received.
 pub const Body = union(enum) {
@@ -66,6 +68,8 @@ pub const Body = union(enum) {
     in_place: struct { end: u32 },
     /// A Content-Length body read straight into an arena buffer.
     buffer: struct { bytes: []u8, received: usize },
+    /// A Content-Length body handed to the handler's `onBody` as it arrives.
+    streamed_length: struct { remaining: u64, next_start: u32 = 0 },
     /// A chunked body, decoded in place behind the raw bytes; spilled into the arena when the
     /// receive buffer fills.
     chunked: Chunked,
@@ -80,8 +84,10 @@ pub const Chunked = struct {
     raw_pos: u32,
     /// Decoded bytes moved out of `recv` when it filled.
     spill: std.ArrayList(u8) = .empty,
-    /// Decoded bytes so far (in `recv` and in `spill`).
+    /// Decoded bytes so far (in `recv` and in `spill`, or delivered).
     decoded_len: u64 = 0,
+    /// Whether decoded bytes go to the handler's `onBody` instead of being kept.
+    stream: bool = false,
 };
 
 /// Sizes of the regions carved out of an exchange's memory.

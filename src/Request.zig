@@ -33,6 +33,9 @@ chunked: bool,
 body_bytes: []const u8,
 /// Memory for the handler, freed after the response has been sent.
 arena: std.mem.Allocator,
+/// Free for the handler's use during one request (e.g. state shared by `onHead`, `onBody`
+/// and `handle`); null at the start of every request.
+user_data: ?*anyopaque = null,
 
 /// Builds the request view of a parsed head and its body.
 pub fn init(head: *const RequestParser.Head, body_bytes: []const u8, arena: std.mem.Allocator) Request {

@@ -9,6 +9,7 @@ const Config = @import("Config.zig");
 const Request = @import("Request.zig");
 const Response = @import("Response.zig");
 const Worker = @import("Worker.zig");
+const BodyAction = Worker.BodyAction;
 const engine = @import("engine.zig");
 const socket = engine.socket;
 
@@ -45,6 +46,31 @@ pub fn checkHandler(comptime Handler: type) void {
         else => false,
     };
     if (!ok) @compileError(wrong ++ " (it must return void or !void)");
+    if (@hasDecl(Handler, "onHead")) checkHook(Handler, "onHead", &.{ *Request, *Response }, BodyAction, "pub fn onHead(self: *" ++ @typeName(Handler) ++
+        ", req: *saker.Request, res: *saker.Response) !saker.BodyAction");
+    if (@hasDecl(Handler, "onBody")) checkHook(Handler, "onBody", &.{ *Request, *Response, []const u8 }, void, "pub fn onBody(self: *" ++ @typeName(Handler) ++
+        ", req: *saker.Request, res: *saker.Response, chunk: []const u8) !void");
+    if (@hasDecl(Handler, "onHead") and !@hasDecl(Handler, "onBody"))
+        @compileError(@typeName(Handler) ++ " declares onHead, which may stream the body, but no `pub fn onBody(...)` to receive it");
+}
+
+/// Checks an optional hook: `self` (pointer to the handler), then `params`, returning
+/// `Payload` or an error union of it.
+fn checkHook(comptime Handler: type, comptime name: []const u8, comptime params: []const type, comptime Payload: type, comptime expected: []const u8) void {
+    const wrong = "wrong signature for " ++ @typeName(Handler) ++ "." ++ name ++ ": expected `" ++ expected ++ "`";
+    const info = @typeInfo(@TypeOf(@field(Handler, name)));
+    if (info != .@"fn") @compileError(wrong);
+    const f = info.@"fn";
+    if (f.param_types.len != params.len + 1) @compileError(wrong);
+    const self_type = f.param_types[0] orelse @compileError(wrong);
+    if (self_type != *Handler and self_type != *const Handler) @compileError(wrong);
+    for (params, f.param_types[1..]) |want, got| if (got != want) @compileError(wrong);
+    const Return = f.return_type orelse @compileError(wrong);
+    const ok = Return == Payload or switch (@typeInfo(Return)) {
+        .error_union => |eu| eu.payload == Payload,
+        else => false,
+    };
+    if (!ok) @compileError(wrong);
 }
 
 /// A server for `Handler`: see DESIGN.md §1.
@@ -139,6 +165,28 @@ pub fn Server(comptime Handler: type) type {
             return handler.handle(req, res);
         }
 
+        fn dispatchOnHead(context: *anyopaque, req: *Request, res: *Response) anyerror!BodyAction {
+            const handler: *Handler = @ptrCast(@alignCast(context));
+            return handler.onHead(req, res);
+        }
+
+        fn dispatchOnBody(context: *anyopaque, req: *Request, res: *Response, chunk: []const u8) anyerror!void {
+            const handler: *Handler = @ptrCast(@alignCast(context));
+            return handler.onBody(req, res, chunk);
+        }
+
+        /// The type-erased hooks the workers call.
+        pub const dispatch_table = struct {
+            fn make(handler: *Handler) Worker.Dispatch {
+                return .{
+                    .context = handler,
+                    .handle = dispatchHandle,
+                    .on_head = if (@hasDecl(Handler, "onHead")) dispatchOnHead else null,
+                    .on_body = if (@hasDecl(Handler, "onBody")) dispatchOnBody else null,
+                };
+            }
+        };
+
         /// Serves until `stop` is called; returns after in-flight requests are done.
         pub fn serve(server: *ServerOfHandler) !void {
             const threads = try server.start();
@@ -203,10 +251,7 @@ pub fn Server(comptime Handler: type) type {
                 server.gpa.free(server.workers);
             }
             for (server.workers) |*worker| {
-                try worker.init(server.gpa, &server.config, .{
-                    .context = server.handler,
-                    .handle = dispatchHandle,
-                }, server.connections_per_worker);
+                try worker.init(server.gpa, &server.config, dispatch_table.make(server.handler), server.connections_per_worker);
                 initialized += 1;
             }
             const threads = try server.gpa.alloc(std.Thread, count);

@@ -45,10 +45,27 @@ free_large: ?*LargeLink = null,
 /// Requests answered (a metric).
 requests_total: u64 = 0,
 
-/// How a worker calls the handler: a type-erased `handle` made by `Server(Handler)`.
+/// How a worker calls the handler: type-erased hooks made by `Server(Handler)`.
 pub const Dispatch = struct {
     context: *anyopaque,
+    /// The handler's `handle`, called once the request (and its body, unless streamed) is in.
     handle: *const fn (context: *anyopaque, req: *Request, res: *Response) anyerror!void,
+    /// The handler's optional `onHead`: called when the head is complete, before any body is
+    /// read, to choose how the body is received.
+    on_head: ?*const fn (context: *anyopaque, req: *Request, res: *Response) anyerror!BodyAction = null,
+    /// The handler's optional `onBody`: receives a streamed body piece by piece.
+    on_body: ?*const fn (context: *anyopaque, req: *Request, res: *Response, chunk: []const u8) anyerror!void = null,
+};
+
+/// What a handler's `onHead` wants done with the request body.
+pub const BodyAction = enum {
+    /// Read it whole (up to `body_bytes_max`); `req.body()` has it in `handle`.
+    buffer,
+    /// Hand it to `onBody` as it arrives (up to `streamed_body_bytes_max`), then call `handle`.
+    stream,
+    /// Do not read it: call `handle` now; the connection closes after the response, and a
+    /// client that sent `Expect: 100-continue` is not invited to send the body.
+    skip,
 };
 
 const LargeLink = struct { next: ?*LargeLink };

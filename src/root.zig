@@ -19,6 +19,8 @@ pub const Request = @import("Request.zig");
 pub const Response = @import("Response.zig");
 pub const engine = @import("engine.zig");
 pub const Server = @import("Server.zig").Server;
+/// What a handler's optional `onHead` hook returns: how to receive the request body.
+pub const BodyAction = Worker.BodyAction;
 
 test {
     std.testing.refAllDecls(@This());

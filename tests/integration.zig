@@ -38,41 +38,47 @@ const TestHandler = struct {
     }
 };
 
-const Running = struct {
-    handler: TestHandler = .{},
-    server: saker.Server(TestHandler),
-    thread: std.Thread,
+/// A server for `Handler` serving on its own thread, on an ephemeral port.
+fn ServerThread(comptime Handler: type) type {
+    return struct {
+        const This = @This();
+        handler: Handler = .{},
+        server: saker.Server(Handler),
+        thread: std.Thread,
 
-    fn start(kind: saker.engine.Kind, overrides: saker.Config) !*Running {
-        var config = overrides;
-        config.host = "127.0.0.1";
-        config.port = 0;
-        config.engine = kind;
-        if (config.workers == 0) config.workers = 2;
-        const running = try testing.allocator.create(Running);
-        errdefer testing.allocator.destroy(running);
-        running.* = .{ .server = undefined, .thread = undefined };
-        running.server = try .init(testing.allocator, &running.handler, config);
-        errdefer running.server.deinit();
-        running.thread = try std.Thread.spawn(.{}, serve, .{&running.server});
-        return running;
-    }
+        fn start(kind: saker.engine.Kind, overrides: saker.Config) !*This {
+            var config = overrides;
+            config.host = "127.0.0.1";
+            config.port = 0;
+            config.engine = kind;
+            if (config.workers == 0) config.workers = 2;
+            const running = try testing.allocator.create(This);
+            errdefer testing.allocator.destroy(running);
+            running.* = .{ .server = undefined, .thread = undefined };
+            running.server = try .init(testing.allocator, &running.handler, config);
+            errdefer running.server.deinit();
+            running.thread = try std.Thread.spawn(.{}, serve, .{&running.server});
+            return running;
+        }
 
-    fn serve(server: *saker.Server(TestHandler)) void {
-        server.serve() catch |err| std.debug.panic("serve failed: {t}", .{err});
-    }
+        fn serve(server: *saker.Server(Handler)) void {
+            server.serve() catch |err| std.debug.panic("serve failed: {t}", .{err});
+        }
 
-    fn stop(running: *Running) void {
-        running.server.stop();
-        running.thread.join();
-        running.server.deinit();
-        testing.allocator.destroy(running);
-    }
+        fn stop(running: *This) void {
+            running.server.stop();
+            running.thread.join();
+            running.server.deinit();
+            testing.allocator.destroy(running);
+        }
 
-    fn port(running: *Running) u16 {
-        return running.server.port();
-    }
-};
+        fn port(running: *This) u16 {
+            return running.server.port();
+        }
+    };
+}
+
+const Running = ServerThread(TestHandler);
 
 fn expectBody(response: Client.Response, status: u16, body: []const u8) !void {
     try testing.expectEqual(status, response.status);
@@ -506,4 +512,57 @@ test "the examples: hello routes and 405, counter counts, echo describes" {
     try testing.expectEqualStrings(
         \\{"method":"PUT","target":"/a%20b?x=1&y","path":"/a%20b","query":"x=1&y","version":"HTTP/1.1","headers":[["Host","t"],["X-Case","MiXed"],["Content-Length","5"]],"body":"\"q\"\n\u0001"}
     , response.body);
+}
+
+/// Counts uploaded bytes without buffering them (onHead/onBody hooks).
+const Uploader = struct {
+    pub fn onHead(_: *Uploader, req: *saker.Request, res: *saker.Response) !saker.BodyAction {
+        if (std.mem.eql(u8, req.path, "/private")) {
+            res.status = .unauthorized;
+            return .skip;
+        }
+        const count = try req.arena.create(u64);
+        count.* = 0;
+        req.user_data = count;
+        return .stream;
+    }
+
+    pub fn onBody(_: *Uploader, req: *saker.Request, _: *saker.Response, chunk: []const u8) !void {
+        const count: *u64 = @ptrCast(@alignCast(req.user_data.?));
+        count.* += chunk.len;
+    }
+
+    pub fn handle(_: *Uploader, req: *saker.Request, res: *saker.Response) !void {
+        if (res.status == .unauthorized) return res.writeAll("no\n");
+        const count: *u64 = @ptrCast(@alignCast(req.user_data.?));
+        try res.print("{d}", .{count.*});
+    }
+};
+
+test "hooks: a 20 MiB upload streams through onBody; skip refuses without 100 Continue" {
+    for (engines) |kind| {
+        const running = try ServerThread(Uploader).start(kind, .{});
+        defer running.stop();
+        var client = try Client.connect(running.port(), 10_000);
+        defer client.close();
+        const piece = try testing.allocator.alloc(u8, 1024 * 1024);
+        defer testing.allocator.free(piece);
+        @memset(piece, 'u');
+        try client.send("POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 20971520\r\n\r\n");
+        for (0..20) |_| try client.send(piece);
+        const response = try client.readResponse(testing.allocator, .{});
+        defer response.deinit(testing.allocator);
+        try expectBody(response, 200, "20971520");
+
+        try client.send("POST /upload HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
+        const chunked = try client.readResponse(testing.allocator, .{});
+        defer chunked.deinit(testing.allocator);
+        try expectBody(chunked, 200, "5");
+
+        try client.send("POST /private HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 100\r\n\r\n");
+        const refused = try client.readResponse(testing.allocator, .{});
+        defer refused.deinit(testing.allocator);
+        try expectBody(refused, 401, "no\n");
+        try testing.expect(try client.isClosed());
+    }
 }
