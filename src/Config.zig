@@ -23,6 +23,12 @@ backlog: u31 = 1024,
 
 /// Open connections across all workers; beyond it new connections are closed at once.
 connections_max: u32 = 10_000,
+/// Threads of the `worker_pool` engine's pool (each serves one connection at a time).
+pool_threads: u16 = 128,
+/// Accepted connections waiting for a `worker_pool` thread; when full, acceptors wait.
+pool_queue_max: u32 = 4096,
+/// Stack size of threads that run handlers (thread_per_connection, worker_pool).
+thread_stack_bytes: u32 = 1024 * 1024,
 /// Requests served on one connection before it is closed (keep-alive bound).
 requests_per_connection_max: u32 = 100_000,
 
@@ -55,8 +61,8 @@ send_buffer_bytes: u32 = 8 * 1024,
 arena_bytes: u32 = 8 * 1024,
 /// Largest response body a handler may build in memory (500 beyond).
 response_body_bytes_max: u64 = 64 * 1024 * 1024,
-/// Heap memory one worker may use beyond its preallocated buffers, for large bodies and
-/// arena overflow (503 or 500 beyond).
+/// Heap memory the whole server may use beyond its preallocated buffers, for large bodies
+/// and arena overflow (503 or 500 beyond).
 overflow_bytes_max: u64 = 512 * 1024 * 1024,
 /// Most response header fields a handler may add (500 beyond).
 response_header_count_max: u16 = 32,
@@ -113,6 +119,12 @@ pub fn validate(config: *const Config, reason: *[]const u8) Error!void {
         .{
             .ok = config.workers <= 1024,
             .why = "workers must not exceed 1024",
+        },
+        .{ .ok = config.pool_threads >= 1, .why = "pool_threads must be at least 1" },
+        .{ .ok = config.pool_queue_max >= 1, .why = "pool_queue_max must be at least 1" },
+        .{
+            .ok = config.thread_stack_bytes >= 64 * 1024,
+            .why = "thread_stack_bytes must be at least 64 KiB",
         },
     };
     for (rules) |rule| {

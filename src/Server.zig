@@ -9,6 +9,7 @@ const Config = @import("Config.zig");
 const Request = @import("Request.zig");
 const Response = @import("Response.zig");
 const Worker = @import("Worker.zig");
+const Arena = @import("Arena.zig");
 const BodyAction = Worker.BodyAction;
 const engine = @import("engine.zig");
 const socket = engine.socket;
@@ -92,6 +93,12 @@ pub fn Server(comptime Handler: type) type {
         served: bool = false,
         /// Engine threads still running.
         running: std.atomic.Value(u32) = .init(0),
+        /// Heap bytes the server may still take beyond its pools (all workers share it).
+        budget: Arena.Budget,
+        /// What thread-based engines share (set up when serving starts).
+        shared: engine.Shared = undefined,
+        /// The `worker_pool` engine's threads and queue.
+        pool: engine.WorkerPool = undefined,
 
         /// Why `init` failed.
         pub const InitError = error{ InvalidConfig, OutOfMemory } || socket.ListenError;
@@ -138,6 +145,7 @@ pub fn Server(comptime Handler: type) type {
                 .workers = &.{},
                 .connections_per_worker = per_worker,
                 .bound_port = port_number,
+                .budget = .init(config.overflow_bytes_max),
             };
         }
 
@@ -239,21 +247,39 @@ pub fn Server(comptime Handler: type) type {
         }
 
         /// Creates the workers and starts one engine thread per listener.
+        /// Creates the workers (or the pool) and starts one engine thread per listener.
         fn start(server: *ServerOfHandler) ![]std.Thread {
             assert(!server.served);
             std.process.raiseFileDescriptorLimit();
             ignoreSigpipe();
+            server.shared = .{
+                .gpa = server.gpa,
+                .config = &server.config,
+                .dispatch = dispatch_table.make(server.handler),
+                .budget = &server.budget,
+                .control = &server.control,
+            };
             const count = server.listeners.len;
-            server.workers = try server.gpa.alloc(Worker, count);
+            const per_listener_workers = switch (server.config.engine) {
+                .epoll, .blocking, .io_uring => count,
+                .thread_per_connection, .worker_pool => 0,
+            };
+            server.workers = try server.gpa.alloc(Worker, per_listener_workers);
             var initialized: usize = 0;
             errdefer {
                 for (server.workers[0..initialized]) |*w| w.deinit();
                 server.gpa.free(server.workers);
             }
             for (server.workers) |*worker| {
-                try worker.init(server.gpa, &server.config, dispatch_table.make(server.handler), server.connections_per_worker);
+                try worker.init(server.gpa, &server.config, server.shared.dispatch, .{
+                    .connections_max = server.connections_per_worker,
+                    .large_buffers_max = server.config.large_buffers_max,
+                    .budget = &server.budget,
+                });
                 initialized += 1;
             }
+            if (server.config.engine == .worker_pool) try server.pool.start(&server.shared);
+            errdefer if (server.config.engine == .worker_pool) server.pool.stop();
             const threads = try server.gpa.alloc(std.Thread, count);
             errdefer server.gpa.free(threads);
             server.served = true;
@@ -273,12 +299,13 @@ pub fn Server(comptime Handler: type) type {
 
         fn engineMain(server: *ServerOfHandler, index: usize) void {
             defer _ = server.running.fetchSub(1, .acq_rel);
-            const worker = &server.workers[index];
             const listener = server.listeners[index];
             switch (server.config.engine) {
-                .epoll => engine.Epoll.run(worker, listener, &server.control, server.connections_per_worker),
-                .blocking => engine.Blocking.run(worker, listener, &server.control),
-                .thread_per_connection, .worker_pool, .io_uring => {
+                .epoll => engine.Epoll.run(&server.workers[index], listener, &server.control, server.connections_per_worker),
+                .blocking => engine.Blocking.run(&server.workers[index], listener, &server.control),
+                .thread_per_connection => engine.ThreadPerConnection.run(&server.shared, listener),
+                .worker_pool => server.pool.accept(listener),
+                .io_uring => {
                     log.err("engine {t} is not available in this build", .{server.config.engine});
                     listener.close();
                     server.control.stop();
@@ -287,6 +314,7 @@ pub fn Server(comptime Handler: type) type {
         }
 
         fn finish(server: *ServerOfHandler) void {
+            if (server.config.engine == .worker_pool) server.pool.stop();
             for (server.workers) |*worker| worker.deinit();
             server.gpa.free(server.workers);
             server.workers = &.{};

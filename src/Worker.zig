@@ -22,8 +22,9 @@ date: DateCache = .{},
 now_ms: u64 = 0,
 /// Set when the server shuts down: responses say `Connection: close` and idle connections go.
 draining: bool = false,
-/// Heap bytes this worker may still take for large bodies and arena overflow.
-budget: Arena.Budget,
+/// Heap bytes the server may still take for large bodies and arena overflow (shared by all
+/// workers of a server).
+budget: *Arena.Budget,
 
 exchange_layout: Exchange.Layout,
 /// The exchanges (touched only when first handed out).
@@ -70,8 +71,19 @@ pub const BodyAction = enum {
 
 const LargeLink = struct { next: ?*LargeLink };
 
-/// Reserves the pools for `connections_max` connections. Memory is mapped, not touched.
-pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, dispatch: Dispatch, connections_max: u32) !void {
+/// Sizes of a worker's pools.
+pub const Options = struct {
+    /// Connections served at once (one exchange each).
+    connections_max: u32,
+    /// Large receive buffers.
+    large_buffers_max: u32,
+    /// The server-wide heap budget.
+    budget: *Arena.Budget,
+};
+
+/// Reserves the pools. Memory is mapped, not touched.
+pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, dispatch: Dispatch, options: Options) !void {
+    const connections_max = options.connections_max;
     assert(connections_max > 0);
     const layout: Exchange.Layout = .{
         .recv_bytes = config.recv_buffer_bytes,
@@ -85,12 +97,12 @@ pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, disp
     errdefer page.free(exchanges);
     const exchange_memory = try page.alignedAlloc(u8, .fromByteUnits(std.heap.page_size_min), connections_max * layout.stride());
     errdefer page.free(exchange_memory);
-    const large_memory = try page.alignedAlloc(u8, .fromByteUnits(std.heap.page_size_min), @as(usize, config.large_buffers_max) * config.header_bytes_max);
+    const large_memory = try page.alignedAlloc(u8, .fromByteUnits(std.heap.page_size_min), @as(usize, options.large_buffers_max) * config.header_bytes_max);
     worker.* = .{
         .gpa = gpa,
         .config = config,
         .dispatch = dispatch,
-        .budget = .init(config.overflow_bytes_max),
+        .budget = options.budget,
         .exchange_layout = layout,
         .exchanges = exchanges,
         .exchange_memory = exchange_memory,
@@ -123,7 +135,7 @@ pub fn acquireExchange(worker: *Worker) ?*Exchange {
         exchange.init(memory, worker.exchange_layout, .{
             .request_line_bytes_max = worker.config.request_line_bytes_max,
             .header_bytes_max = worker.config.header_bytes_max,
-        }, worker.gpa, &worker.budget);
+        }, worker.gpa, worker.budget);
         break :blk exchange;
     };
     worker.exchanges_busy += 1;
@@ -158,7 +170,7 @@ pub fn acquireLarge(worker: *Worker) ?[]u8 {
         const bytes: [*]u8 = @ptrCast(link);
         return bytes[0..size];
     }
-    if (worker.large_touched == worker.config.large_buffers_max) return null;
+    if (@as(usize, worker.large_touched) * size == worker.large_memory.len) return null;
     const buffer = worker.large_memory[@as(usize, worker.large_touched) * size ..][0..size];
     worker.large_touched += 1;
     return buffer;
@@ -189,7 +201,12 @@ test "Worker: pools hand out, take back and refuse when exhausted" {
     var context: u8 = 0;
     const config: Config = .{ .large_buffers_max = 1 };
     var worker: Worker = undefined;
-    try worker.init(std.testing.allocator, &config, .{ .context = &context, .handle = Noop.handle }, 2);
+    var budget: Arena.Budget = .init(config.overflow_bytes_max);
+    try worker.init(std.testing.allocator, &config, .{ .context = &context, .handle = Noop.handle }, .{
+        .connections_max = 2,
+        .large_buffers_max = config.large_buffers_max,
+        .budget = &budget,
+    });
     defer worker.deinit();
     const a = worker.acquireExchange().?;
     const b = worker.acquireExchange().?;

@@ -82,6 +82,7 @@ const Fixture = struct {
     handler: TestHandler = .{},
     config: Config,
     worker: Worker = undefined,
+    budget: @import("Arena.zig").Budget = .init(1 << 30),
 
     fn init(fixture: *Fixture, config: Config) !void {
         return fixture.initHooks(config, false);
@@ -99,7 +100,7 @@ const Fixture = struct {
             .handle = TestHandler.handle,
             .on_head = if (hooks) TestHandler.onHead else null,
             .on_body = if (hooks) TestHandler.onBody else null,
-        }, 4);
+        }, .{ .connections_max = 4, .large_buffers_max = config.large_buffers_max, .budget = &fixture.budget });
         fixture.worker.date.update(784111777);
     }
 

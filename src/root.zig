@@ -10,6 +10,7 @@ pub const http1 = @import("http1.zig");
 pub const Arena = @import("Arena.zig");
 pub const cli = @import("cli.zig");
 pub const json = @import("json.zig");
+pub const sync = @import("sync.zig");
 pub const Config = @import("Config.zig");
 pub const Connection = @import("Connection.zig");
 pub const Exchange = @import("Exchange.zig");

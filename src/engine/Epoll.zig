@@ -174,9 +174,7 @@ fn acceptRound(loop: *Epoll) void {
 fn onAccept(loop: *Epoll, fd: linux.fd_t) void {
     const slot = loop.takeSlot() orelse {
         // Over connections_max: say so and close, without a slot or an exchange.
-        _ = socket.writev(fd, &.{.{ .base = Connection.overloaded_response.ptr, .len = Connection.overloaded_response.len }}) catch {};
-        socket.close(fd);
-        return;
+        return engine.refuse(fd);
     };
     socket.setNoDelay(fd);
     slot.fd = fd;
