@@ -27,6 +27,12 @@ connections_max: u32 = 10_000,
 pool_threads: u16 = 128,
 /// Accepted connections waiting for a `worker_pool` thread; when full, acceptors wait.
 pool_queue_max: u32 = 4096,
+/// Submission queue entries of each `io_uring` worker's ring.
+io_uring_entries: u16 = 4096,
+/// Receive buffers in each `io_uring` worker's provided-buffer ring (a power of two).
+io_uring_recv_buffers: u16 = 512,
+/// Size of each of those receive buffers.
+io_uring_recv_buffer_bytes: u32 = 4096,
 /// Stack size of threads that run handlers (thread_per_connection, worker_pool).
 thread_stack_bytes: u32 = 1024 * 1024,
 /// Requests served on one connection before it is closed (keep-alive bound).
@@ -121,6 +127,15 @@ pub fn validate(config: *const Config, reason: *[]const u8) Error!void {
             .why = "workers must not exceed 1024",
         },
         .{ .ok = config.pool_threads >= 1, .why = "pool_threads must be at least 1" },
+        .{
+            .ok = std.math.isPowerOfTwo(config.io_uring_recv_buffers) and config.io_uring_recv_buffers <= 32768,
+            .why = "io_uring_recv_buffers must be a power of two, at most 32768",
+        },
+        .{
+            .ok = config.io_uring_entries >= 64 and std.math.isPowerOfTwo(config.io_uring_entries),
+            .why = "io_uring_entries must be a power of two, at least 64",
+        },
+        .{ .ok = config.io_uring_recv_buffer_bytes >= 512, .why = "io_uring_recv_buffer_bytes must be at least 512" },
         .{ .ok = config.pool_queue_max >= 1, .why = "pool_queue_max must be at least 1" },
         .{
             .ok = config.thread_stack_bytes >= 64 * 1024,

@@ -305,11 +305,7 @@ pub fn Server(comptime Handler: type) type {
                 .blocking => engine.Blocking.run(&server.workers[index], listener, &server.control),
                 .thread_per_connection => engine.ThreadPerConnection.run(&server.shared, listener),
                 .worker_pool => server.pool.accept(listener),
-                .io_uring => {
-                    log.err("engine {t} is not available in this build", .{server.config.engine});
-                    listener.close();
-                    server.control.stop();
-                },
+                .io_uring => engine.IoUring.run(&server.workers[index], listener, &server.control, server.connections_per_worker),
             }
         }
 

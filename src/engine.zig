@@ -9,6 +9,7 @@ const Connection = @import("Connection.zig");
 
 pub const socket = @import("engine/socket.zig");
 pub const Epoll = @import("engine/Epoll.zig");
+pub const IoUring = @import("engine/IoUring.zig");
 pub const Blocking = @import("engine/Blocking.zig");
 pub const ThreadPerConnection = @import("engine/ThreadPerConnection.zig");
 pub const WorkerPool = @import("engine/WorkerPool.zig");

@@ -8,7 +8,7 @@ const build_options = @import("build_options");
 const Client = @import("Client.zig");
 
 /// The engines the suite runs on.
-const engines = [_]saker.engine.Kind{ .blocking, .thread_per_connection, .worker_pool, .epoll };
+const engines = [_]saker.engine.Kind{ .blocking, .thread_per_connection, .worker_pool, .epoll, .io_uring };
 
 const TestHandler = struct {
     pub fn handle(_: *TestHandler, req: *saker.Request, res: *saker.Response) !void {
