@@ -33,6 +33,12 @@ io_uring_entries: u16 = 4096,
 io_uring_recv_buffers: u16 = 512,
 /// Size of each of those receive buffers.
 io_uring_recv_buffer_bytes: u32 = 4096,
+/// Threads that run handlers which may block, for the `epoll` and `io_uring` engines (the
+/// others run handlers on connection threads anyway). 0: none, unless the handler declares
+/// `pub const blocking = true`, which gets 4 per CPU.
+handler_threads: u16 = 0,
+/// Requests waiting for a handler thread; beyond it they get 503.
+handler_queue_max: u32 = 1024,
 /// Stack size of threads that run handlers (thread_per_connection, worker_pool).
 thread_stack_bytes: u32 = 1024 * 1024,
 /// Requests served on one connection before it is closed (keep-alive bound).
@@ -137,6 +143,7 @@ pub fn validate(config: *const Config, reason: *[]const u8) Error!void {
         },
         .{ .ok = config.io_uring_recv_buffer_bytes >= 512, .why = "io_uring_recv_buffer_bytes must be at least 512" },
         .{ .ok = config.pool_queue_max >= 1, .why = "pool_queue_max must be at least 1" },
+        .{ .ok = config.handler_queue_max >= 1, .why = "handler_queue_max must be at least 1" },
         .{
             .ok = config.thread_stack_bytes >= 64 * 1024,
             .why = "thread_stack_bytes must be at least 64 KiB",

@@ -58,6 +58,8 @@ pub const Phase = enum {
     head,
     /// Receiving a request body.
     body,
+    /// The handler runs on a pool thread; the engine waits to be woken.
+    handling,
     /// The last response is out; the engine must shut down the write side.
     shutdown,
     /// Reading and discarding until the client closes or `linger_timeout_ms` passes.
@@ -74,6 +76,9 @@ pub const Next = union(enum) {
     send: []const posix.iovec_const,
     /// Send this file range (sendfile), then call `onSend` with the count sent.
     send_file: Response.File,
+    /// Nothing to do until the worker's completion event fires (a pool thread runs the
+    /// handler); then call `onPoolEvent`.
+    wait,
     /// shutdown(SHUT_WR), then call `onShutdown`.
     shutdown,
     /// Close the socket, then call `deinit`.
@@ -115,14 +120,28 @@ pub fn next(c: *const Connection) Next {
         else => {},
     }
     if (c.exchange) |x| {
+        if (c.phase == .handling) {
+            if (x.external_index < x.external_count) return .{ .send = x.external[x.external_index..x.external_count] };
+            return .wait;
+        }
         if (x.iovec_index < x.iovec_count) return .{ .send = x.iovecs[x.iovec_index..x.iovec_count] };
         if (x.file) |file| return .{ .send_file = file };
     }
     return .recv;
 }
 
+/// Whether a pool thread is using this connection (it must not be freed).
+pub fn handling(c: *const Connection) bool {
+    return c.phase == .handling;
+}
+
 /// When the engine must call `onTimeout` (worker clock, milliseconds).
 pub fn deadline(c: *const Connection) u64 {
+    if (c.phase == .handling) {
+        // Only a chunk the handler is streaming can stall; the handler itself is not timed.
+        const x = c.exchange.?;
+        return if (x.external_index < x.external_count) c.send_deadline_ms else std.math.maxInt(u64);
+    }
     if (c.exchange) |x| if (x.sending()) return c.send_deadline_ms;
     return c.read_deadline_ms;
 }
@@ -148,7 +167,7 @@ pub fn recvBuffer(c: *Connection) ?[]u8 {
             .none => unreachable,
         },
         .linger => return x.recv_small,
-        .shutdown, .closed => unreachable,
+        .shutdown, .closed, .handling => unreachable,
     }
 }
 
@@ -174,7 +193,7 @@ pub fn onRecv(c: *Connection, n: usize) void {
             .none => unreachable,
         },
         .linger => return,
-        .shutdown, .closed => unreachable,
+        .shutdown, .closed, .handling => unreachable,
     }
     c.process();
 }
@@ -183,6 +202,7 @@ pub fn onRecv(c: *Connection, n: usize) void {
 pub fn onSend(c: *Connection, n: usize) void {
     const x = c.exchange.?;
     c.send_deadline_ms = c.worker.now_ms + c.worker.config.write_timeout_ms;
+    if (c.phase == .handling) return c.externalSent(x, n);
     if (x.iovec_index < x.iovec_count) {
         x.advanceIovecs(n);
     } else {
@@ -207,11 +227,19 @@ pub fn onShutdown(c: *Connection) void {
 
 /// The socket failed (reset, broken pipe): nothing more can be done but close.
 pub fn onError(c: *Connection) void {
+    if (c.phase == .handling) {
+        // The pool thread still uses the exchange: close once the handler returns.
+        const x = c.exchange.?;
+        x.client_gone = true;
+        if (x.external_index < x.external_count) c.finishExternal(x, .failed);
+        return;
+    }
     c.phase = .closed;
 }
 
 /// `deadline()` has passed.
 pub fn onTimeout(c: *Connection) void {
+    if (c.phase == .handling) return c.onError(); // a streamed chunk the client does not read
     if (c.exchange) |x| if (x.sending()) {
         c.phase = .closed; // the client stopped reading
         return;
@@ -227,6 +255,7 @@ pub fn onTimeout(c: *Connection) void {
             }
         },
         .body => c.fail(.request_timeout, "request body not received in time"),
+        .handling => unreachable, // returned above
     }
 }
 
@@ -264,6 +293,7 @@ fn process(c: *Connection) void {
             .body => {
                 if (!c.processBody(x)) break;
                 c.dispatch(x);
+                if (c.phase == .handling) break;
                 c.finishRequest(x);
                 if (x.batchFull()) break;
             },
@@ -561,13 +591,109 @@ fn dispatch(c: *Connection, x: *Exchange) void {
     } else {
         c.prepare(x, body.bytes);
     }
-    const res = &x.response;
-    c.worker.dispatch.handle(c.worker.dispatch.context, &x.request, res) catch |err| {
-        return c.handlerFailed(x, err);
+    if (c.worker.handler_pool) |pool| if (c.sink == null) {
+        c.phase = .handling;
+        x.handler_done = false;
+        x.handler_error = null;
+        x.client_gone = false;
+        pool.submit(c) catch {
+            c.phase = .body;
+            c.fail(.service_unavailable, "all handler threads are busy");
+        };
+        return;
     };
+    const result = c.worker.dispatch.handle(c.worker.dispatch.context, &x.request, &x.response);
+    c.handlerReturned(x, result);
+}
+
+fn handlerReturned(c: *Connection, x: *Exchange, result: anyerror!void) void {
+    const res = &x.response;
+    result catch |err| return c.handlerFailed(x, err);
     if (res.failure) |err| return c.handlerFailed(x, err);
     if (res.status.code() < 200) return c.handlerFailed(x, error.InterimStatusFromHandler);
     c.finishResponse(x);
+}
+
+/// Runs the handler for the current request; called on a handler pool thread, which owns the
+/// exchange until it posts the completion.
+pub fn runHandlerOnPool(c: *Connection) void {
+    const x = c.exchange.?;
+    assert(c.phase == .handling);
+    x.pool_sink = .{ .context = c, .writeAll = poolWriteAll };
+    c.sink = &x.pool_sink;
+    x.response.stream = .{ .context = c, .sendChunk = sendChunk };
+    c.worker.dispatch.handle(c.worker.dispatch.context, &x.request, &x.response) catch |err| {
+        x.handler_error = err;
+    };
+    c.sink = null;
+    x.response.stream = null;
+    x.handler_done = true;
+    c.worker.postCompletion(c);
+}
+
+/// The worker's completion event fired for this connection: a streamed chunk to send (then
+/// `next()` says so), or the handler is done.
+pub fn onPoolEvent(c: *Connection) void {
+    assert(c.phase == .handling);
+    const x = c.exchange.?;
+    if (!x.handler_done) return; // a chunk to send: next() returns it
+    x.handler_done = false;
+    c.phase = .body;
+    if (x.client_gone) {
+        c.phase = .closed;
+        return;
+    }
+    const result: anyerror!void = if (x.handler_error) |err| err else {};
+    c.handlerReturned(x, result);
+    c.finishRequest(x);
+    if (!x.batchFull() and !c.close_after_send) c.process();
+    if (x.sending()) c.send_deadline_ms = c.worker.now_ms + c.worker.config.write_timeout_ms;
+}
+
+/// Connection.Sink for pool threads: hands the iovecs to the engine and waits until they are
+/// written (or the client is gone).
+fn poolWriteAll(context: *anyopaque, iovecs: []const posix.iovec_const) error{ClientGone}!void {
+    const c: *Connection = @ptrCast(@alignCast(context));
+    const x = c.exchange.?;
+    var rest = iovecs;
+    while (rest.len > 0) {
+        const count = @min(rest.len, x.external.len);
+        @memcpy(x.external[0..count], rest[0..count]);
+        rest = rest[count..];
+        x.external_index = 0;
+        x.external_count = @intCast(count);
+        x.external_state.store(@backingInt(Exchange.ExternalState.pending), .release);
+        c.worker.postCompletion(c);
+        while (true) {
+            const state = x.external_state.load(.acquire);
+            if (state != @backingInt(Exchange.ExternalState.pending)) break;
+            _ = std.os.linux.futex_4arg(&x.external_state.raw, .{ .cmd = .WAIT, .private = true }, state, null);
+        }
+        if (x.external_state.load(.acquire) == @backingInt(Exchange.ExternalState.failed)) return error.ClientGone;
+    }
+}
+
+fn externalSent(c: *Connection, x: *Exchange, n: usize) void {
+    var left = n;
+    while (left > 0) {
+        const iov = &x.external[x.external_index];
+        if (left < iov.len) {
+            iov.base += left;
+            iov.len -= left;
+            return;
+        }
+        left -= iov.len;
+        x.external_index += 1;
+    }
+    if (x.external_index == x.external_count) c.finishExternal(x, .sent);
+}
+
+fn finishExternal(c: *Connection, x: *Exchange, state: Exchange.ExternalState) void {
+    _ = c;
+    x.external_index = 0;
+    x.external_count = 0;
+    x.external_state.store(@backingInt(state), .release);
+    _ = std.os.linux.futex_3arg(&x.external_state.raw, .{ .cmd = .WAKE, .private = true }, 1);
 }
 
 fn handlerFailed(c: *Connection, x: *Exchange, err: anyerror) void {
@@ -582,7 +708,8 @@ fn handlerFailed(c: *Connection, x: *Exchange, err: anyerror) void {
 
 /// Whether the connection stays open after the current response (RFC 9112 §9.3, §9.6).
 fn keepAlive(c: *const Connection, x: *const Exchange) bool {
-    return x.parser.head.keep_alive and x.response.keep_alive and !c.worker.draining and
+    const draining = @atomicLoad(bool, &c.worker.draining, .monotonic); // also read on pool threads
+    return x.parser.head.keep_alive and x.response.keep_alive and !draining and
         c.requests_served + 1 < c.worker.config.requests_per_connection_max;
 }
 

@@ -11,6 +11,7 @@ const Request = @import("Request.zig");
 const Response = @import("Response.zig");
 const RequestParser = @import("http1/RequestParser.zig");
 const ChunkedDecoder = @import("http1/ChunkedDecoder.zig");
+const Connection = @import("Connection.zig");
 
 const Exchange = @This();
 
@@ -59,6 +60,27 @@ request: Request = undefined,
 response: Response = undefined,
 /// Whether `request` and `response` were set up before the body (for `onHead`).
 prepared: bool = false,
+
+// While the handler runs on a pool thread:
+/// The error `handle` returned, if any.
+handler_error: ?anyerror = null,
+/// Set by the pool thread when `handle` has returned.
+handler_done: bool = false,
+/// Link in the worker's completion list.
+next_completion: ?*Connection = null,
+/// The client went away while the handler ran; close when it is done.
+client_gone: bool = false,
+/// A chunk the pool thread asked the engine to send (streaming), and its progress.
+external: [iovec_max]posix.iovec_const = undefined,
+external_count: u8 = 0,
+external_index: u8 = 0,
+/// Futex word the pool thread waits on: `ExternalState`.
+external_state: std.atomic.Value(u32) = .init(@backingInt(ExternalState.idle)),
+/// The streaming sink the pool thread uses.
+pool_sink: Connection.Sink = undefined,
+
+/// Progress of a chunk handed from a pool thread to the engine.
+pub const ExternalState = enum(u32) { idle, pending, sent, failed };
 
 /// How a body is being received.
 pub const Body = union(enum) {
@@ -129,6 +151,7 @@ pub fn init(
     const headers_ptr: [*]http.Header = @ptrCast(@alignCast(headers_bytes.ptr));
     const header_storage = headers_ptr[0..layout.header_count];
     exchange.* = .{
+        .external_state = .init(@backingInt(ExternalState.idle)),
         .recv_small = recv,
         .recv = recv,
         .header_storage = header_storage,

@@ -10,6 +10,7 @@ const Request = @import("Request.zig");
 const Response = @import("Response.zig");
 const Worker = @import("Worker.zig");
 const Arena = @import("Arena.zig");
+const HandlerPool = @import("HandlerPool.zig");
 const BodyAction = Worker.BodyAction;
 const engine = @import("engine.zig");
 const socket = engine.socket;
@@ -99,6 +100,9 @@ pub fn Server(comptime Handler: type) type {
         shared: engine.Shared = undefined,
         /// The `worker_pool` engine's threads and queue.
         pool: engine.WorkerPool = undefined,
+        /// Threads for handlers that may block (event engines only).
+        handler_pool: HandlerPool = undefined,
+        handler_pool_started: bool = false,
 
         /// Why `init` failed.
         pub const InitError = error{ InvalidConfig, OutOfMemory } || socket.ListenError;
@@ -280,6 +284,19 @@ pub fn Server(comptime Handler: type) type {
             }
             if (server.config.engine == .worker_pool) try server.pool.start(&server.shared);
             errdefer if (server.config.engine == .worker_pool) server.pool.stop();
+            if (server.handlerThreads()) |thread_count| {
+                try server.handler_pool.start(server.gpa, .{
+                    .thread_count = thread_count,
+                    .queue_max = server.config.handler_queue_max,
+                    .stack_bytes = server.config.thread_stack_bytes,
+                });
+                server.handler_pool_started = true;
+                for (server.workers) |*worker| worker.handler_pool = &server.handler_pool;
+            }
+            errdefer if (server.handler_pool_started) {
+                _ = server.handler_pool.stop(0);
+                server.handler_pool_started = false;
+            };
             const threads = try server.gpa.alloc(std.Thread, count);
             errdefer server.gpa.free(threads);
             server.served = true;
@@ -309,8 +326,28 @@ pub fn Server(comptime Handler: type) type {
             }
         }
 
+        /// Handler pool threads to start: for event engines, when the handler may block.
+        fn handlerThreads(server: *const ServerOfHandler) ?u16 {
+            switch (server.config.engine) {
+                .epoll, .io_uring => {},
+                .blocking, .thread_per_connection, .worker_pool => return null,
+            }
+            if (server.config.handler_threads > 0) return server.config.handler_threads;
+            if (@hasDecl(Handler, "blocking") and Handler.blocking) {
+                const cpus = std.Thread.getCpuCount() catch 1;
+                return @intCast(@min(cpus * 4, 1024));
+            }
+            return null;
+        }
+
         fn finish(server: *ServerOfHandler) void {
             if (server.config.engine == .worker_pool) server.pool.stop();
+            if (server.handler_pool_started) {
+                if (!server.handler_pool.stop(server.config.shutdown_timeout_ms)) {
+                    for (server.workers) |*worker| worker.abandoned = true;
+                }
+                server.handler_pool_started = false;
+            }
             for (server.workers) |*worker| worker.deinit();
             server.gpa.free(server.workers);
             server.workers = &.{};

@@ -10,6 +10,9 @@ const DateCache = @import("DateCache.zig");
 const Exchange = @import("Exchange.zig");
 const Request = @import("Request.zig");
 const Response = @import("Response.zig");
+const Connection = @import("Connection.zig");
+const HandlerPool = @import("HandlerPool.zig");
+const sync = @import("sync.zig");
 
 const Worker = @This();
 
@@ -45,6 +48,17 @@ free_large: ?*LargeLink = null,
 
 /// Requests answered (a metric).
 requests_total: u64 = 0,
+
+/// Where handlers run when they may block; null runs them on the engine thread.
+handler_pool: ?*HandlerPool = null,
+/// An eventfd the engine watches: pool threads write to it after posting a completion.
+wake_fd: std.os.linux.fd_t = -1,
+/// Connections the pool has something for (handler done, or a chunk to send), newest first.
+completions: ?*Connection = null,
+completions_mutex: sync.Mutex = .{},
+/// Set by an engine that had to leave connections to still-running handlers at shutdown:
+/// their memory must outlive the process, so `deinit` keeps it.
+abandoned: bool = false,
 
 /// How a worker calls the handler: type-erased hooks made by `Server(Handler)`.
 pub const Dispatch = struct {
@@ -110,8 +124,9 @@ pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, disp
     };
 }
 
-/// Unmaps the pools. Asserts every exchange was returned.
+/// Unmaps the pools. Asserts every exchange was returned (unless `abandoned`).
 pub fn deinit(worker: *Worker) void {
+    if (worker.abandoned) return; // a handler thread may still use this memory
     assert(worker.exchanges_busy == 0);
     const page = std.heap.page_allocator;
     page.free(worker.exchanges);
@@ -160,6 +175,28 @@ pub fn releaseExchange(worker: *Worker, exchange: *Exchange) void {
     exchange.next_free = worker.free_exchanges;
     worker.free_exchanges = exchange;
     worker.exchanges_busy -= 1;
+}
+
+/// Called on a pool thread: tells the engine `connection` needs attention.
+pub fn postCompletion(worker: *Worker, connection: *Connection) void {
+    worker.completions_mutex.lock();
+    connection.exchange.?.next_completion = worker.completions;
+    worker.completions = connection;
+    worker.completions_mutex.unlock();
+    const one: u64 = 1;
+    _ = std.os.linux.write(worker.wake_fd, std.mem.asBytes(&one), @sizeOf(u64));
+}
+
+/// Called on the engine thread: takes every posted connection (a list linked through
+/// `Exchange.next_completion`).
+pub fn takeCompletions(worker: *Worker) ?*Connection {
+    var counter: u64 = undefined;
+    _ = std.os.linux.read(worker.wake_fd, std.mem.asBytes(&counter), @sizeOf(u64));
+    worker.completions_mutex.lock();
+    defer worker.completions_mutex.unlock();
+    const list = worker.completions;
+    worker.completions = null;
+    return list;
 }
 
 /// Hands out a large receive buffer, or null when all are in use.

@@ -47,6 +47,13 @@ pub const Shared = struct {
     }
 };
 
+/// A non-blocking eventfd for waking an engine thread.
+pub fn eventfd() error{SystemResources}!linux.fd_t {
+    const rc = linux.eventfd(0, linux.EFD.CLOEXEC | linux.EFD.NONBLOCK);
+    if (linux.errno(rc) != .SUCCESS) return error.SystemResources;
+    return @intCast(rc);
+}
+
 /// Tells a connection the server cannot take it (503) and closes it.
 pub fn refuse(fd: linux.fd_t) void {
     const response = Connection.overloaded_response;

@@ -89,6 +89,24 @@ pub fn Queue(comptime T: type) type {
             queue.not_empty.signal();
         }
 
+        /// Adds `item` if there is room now; fails when full or closed (never waits).
+        pub fn tryPut(queue: *QueueOfT, item: T) error{ Full, Closed }!void {
+            queue.mutex.lock();
+            defer queue.mutex.unlock();
+            if (queue.closed) return error.Closed;
+            if (queue.len == queue.storage.len) return error.Full;
+            queue.storage[(queue.head + queue.len) % queue.storage.len] = item;
+            queue.len += 1;
+            queue.not_empty.signal();
+        }
+
+        /// Items waiting.
+        pub fn count(queue: *QueueOfT) usize {
+            queue.mutex.lock();
+            defer queue.mutex.unlock();
+            return queue.len;
+        }
+
         /// Takes the oldest item, waiting while the queue is empty; null once closed and empty.
         pub fn get(queue: *QueueOfT) ?T {
             queue.mutex.lock();

@@ -570,3 +570,105 @@ test "hooks: a 20 MiB upload streams through onBody; skip refuses without 100 Co
         try testing.expect(try client.isClosed());
     }
 }
+
+/// A handler that may block: the event engines run it on the handler pool.
+const Sleepy = struct {
+    pub const blocking = true;
+
+    pub fn handle(_: *Sleepy, req: *saker.Request, res: *saker.Response) !void {
+        if (std.mem.eql(u8, req.path, "/slow")) {
+            sleepMs(300);
+            return res.writeAll("slow");
+        }
+        if (std.mem.eql(u8, req.path, "/events")) {
+            // Server-sent-events style: each flush must reach the client while the handler
+            // is still running.
+            res.content_type = "text/event-stream";
+            for (0..3) |i| {
+                try res.print("data: {d}\n\n", .{i});
+                try res.flush();
+                sleepMs(100);
+            }
+            return;
+        }
+        try res.print("fast {s}", .{req.target});
+    }
+};
+
+fn sleepMs(ms: u64) void {
+    const ts: linux.timespec = .{ .sec = @intCast(ms / 1000), .nsec = @intCast((ms % 1000) * std.time.ns_per_ms) };
+    _ = linux.nanosleep(&ts, null);
+}
+
+fn readable(client: *Client) bool {
+    if (client.end > client.start) return true;
+    var fds = [_]linux.pollfd{.{ .fd = client.fd, .events = linux.POLL.IN, .revents = 0 }};
+    return linux.poll(&fds, 1, 0) > 0;
+}
+
+const event_engines = [_]saker.engine.Kind{ .epoll, .io_uring };
+
+test "handler pool: a blocking handler does not hold up the event loop" {
+    for (event_engines) |kind| {
+        const running = try ServerThread(Sleepy).start(kind, .{ .workers = 1 });
+        defer running.stop();
+        var slow = try Client.connect(running.port(), 10_000);
+        defer slow.close();
+        try slow.send("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n");
+        // With one worker, this is the same event loop as the slow request's.
+        for (0..5) |i| {
+            var request: [64]u8 = undefined;
+            const response = try Client.fetch(testing.allocator, running.port(), try std.mem.print(&request, "GET /f{d} HTTP/1.1\r\nHost: t\r\n\r\n", .{i}));
+            defer response.deinit(testing.allocator);
+            var expected: [16]u8 = undefined;
+            try expectBody(response, 200, try std.mem.print(&expected, "fast /f{d}", .{i}));
+        }
+        // The fast requests were all answered while the slow handler was still sleeping.
+        try testing.expect(!readable(&slow));
+        const response = try slow.readResponse(testing.allocator, .{});
+        defer response.deinit(testing.allocator);
+        try expectBody(response, 200, "slow");
+    }
+}
+
+test "handler pool: responses stream while the handler runs, and pipelining keeps order" {
+    for (event_engines) |kind| {
+        const running = try ServerThread(Sleepy).start(kind, .{ .workers = 1, .handler_threads = 4 });
+        defer running.stop();
+        var client = try Client.connect(running.port(), 10_000);
+        defer client.close();
+        try client.send("GET /events HTTP/1.1\r\nHost: t\r\n\r\n");
+        // The head and the first event arrive before the handler has finished (it sleeps
+        // 100 ms after each event): read them as they come.
+        var got: std.ArrayList(u8) = .empty;
+        defer got.deinit(testing.allocator);
+        while (std.mem.find(u8, got.items, "data: 0\n\n") == null) {
+            var buffer: [512]u8 = undefined;
+            const rc = linux.read(client.fd, &buffer, buffer.len);
+            try testing.expect(linux.errno(rc) == .SUCCESS and rc > 0);
+            try got.appendSlice(testing.allocator, buffer[0..rc]);
+        }
+        try testing.expect(std.mem.startsWith(u8, got.items, "HTTP/1.1 200 OK\r\n"));
+        try testing.expect(std.mem.find(u8, got.items, "Transfer-Encoding: chunked\r\n") != null);
+        try testing.expect(std.mem.find(u8, got.items, "data: 2") == null);
+        while (!std.mem.endsWith(u8, got.items, "0\r\n\r\n")) {
+            var buffer: [512]u8 = undefined;
+            const rc = linux.read(client.fd, &buffer, buffer.len);
+            try testing.expect(linux.errno(rc) == .SUCCESS and rc > 0);
+            try got.appendSlice(testing.allocator, buffer[0..rc]);
+        }
+        try testing.expect(std.mem.find(u8, got.items, "data: 2\n\n") != null);
+
+        // The same connection goes on: pipelined requests through the pool, in order.
+        var requests: std.ArrayList(u8) = .empty;
+        defer requests.deinit(testing.allocator);
+        for (0..32) |i| try requests.print(testing.allocator, "GET /p{d} HTTP/1.1\r\nHost: t\r\n\r\n", .{i});
+        try client.send(requests.items);
+        for (0..32) |i| {
+            const response = try client.readResponse(testing.allocator, .{});
+            defer response.deinit(testing.allocator);
+            var expected: [16]u8 = undefined;
+            try expectBody(response, 200, try std.mem.print(&expected, "fast /p{d}", .{i}));
+        }
+    }
+}

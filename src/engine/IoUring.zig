@@ -42,7 +42,7 @@ const none = std.math.maxInt(u32);
 /// Completions handled per batch.
 const completions_max = 256;
 
-const Op = enum(u8) { accept, recv, send, poll_in, poll_out, wake, tick };
+const Op = enum(u8) { accept, recv, send, poll_in, poll_out, wake, tick, completions };
 
 const UserData = packed struct(u64) {
     index: u32,
@@ -138,6 +138,8 @@ fn init(loop: *IoUring, worker: *Worker, listener: socket.Listener, control: *en
     var buffers = try RecvBuffers.init(ring.fd, config.io_uring_recv_buffers, config.io_uring_recv_buffer_bytes);
     errdefer buffers.deinit(ring.fd);
     const slots = try std.heap.page_allocator.alloc(Slot, connections_max);
+    errdefer std.heap.page_allocator.free(slots);
+    if (worker.handler_pool != null) worker.wake_fd = try engine.eventfd();
     const shortest = @min(config.header_timeout_ms, config.body_timeout_ms, config.idle_timeout_ms, config.write_timeout_ms, config.linger_timeout_ms);
     const interval_ms = std.math.clamp(shortest / 4, 5, 1000);
     loop.* = .{
@@ -155,14 +157,23 @@ fn init(loop: *IoUring, worker: *Worker, listener: socket.Listener, control: *en
 fn deinit(loop: *IoUring) void {
     for (loop.slots[0..loop.slots_touched]) |*slot| {
         if (!slot.in_use) continue;
+        if (slot.connection.handling()) {
+            // A handler thread still uses it: leave its memory to the process exit.
+            loop.worker.abandoned = true;
+            continue;
+        }
         socket.close(slot.fd);
         slot.connection.deinit();
         if (slot.pending) |p| loop.buffers.recycle(p.buffer_id);
     }
     if (loop.listener) |l| l.close();
-    std.heap.page_allocator.free(loop.slots);
+    if (!loop.worker.abandoned) std.heap.page_allocator.free(loop.slots);
     loop.buffers.deinit(loop.ring.fd);
     loop.ring.deinit();
+    if (loop.worker.wake_fd >= 0 and !loop.worker.abandoned) {
+        _ = linux.close(loop.worker.wake_fd);
+        loop.worker.wake_fd = -1;
+    }
 }
 
 /// An SQE, submitting queued ones first if the submission queue is full.
@@ -184,6 +195,7 @@ fn serve(loop: *IoUring) !void {
     try loop.armAccept();
     try loop.armWake();
     try loop.armTick();
+    if (loop.worker.handler_pool != null) try loop.armCompletions();
     var cqes: [completions_max]linux.io_uring_cqe = undefined;
     while (true) {
         _ = loop.ring.submit_and_wait(1) catch |err| switch (err) {
@@ -218,6 +230,23 @@ fn armWake(loop: *IoUring) !void {
     entry.user_data = userData(.wake, 0, 0);
 }
 
+fn armCompletions(loop: *IoUring) !void {
+    const entry = try loop.sqe();
+    entry.prep_poll_add(loop.worker.wake_fd, linux.POLL.IN);
+    entry.user_data = userData(.completions, 0, 0);
+}
+
+/// Handler pool threads have finished handlers or have chunks to send.
+fn onCompletions(loop: *IoUring) !void {
+    var list = loop.worker.takeCompletions();
+    while (list) |connection| {
+        list = connection.exchange.?.next_completion;
+        connection.onPoolEvent();
+        loop.drive(@fieldParentPtr("connection", connection));
+    }
+    try loop.armCompletions();
+}
+
 fn armTick(loop: *IoUring) !void {
     const entry = try loop.sqe();
     entry.prep_timeout(&loop.tick, 0, 0);
@@ -229,6 +258,7 @@ fn complete(loop: *IoUring, cqe: linux.io_uring_cqe) !void {
     switch (data.op) {
         .accept => try loop.onAccept(cqe),
         .wake => loop.beginDrain(),
+        .completions => try loop.onCompletions(),
         .tick => {
             loop.sweep();
             try loop.armTick();
@@ -422,6 +452,7 @@ fn drive(loop: *IoUring, slot: *Slot) void {
                 c.onShutdown();
             },
             .close => return loop.close(slot),
+            .wait => return,
         }
     }
     log.err("connection made no progress in 1000000 steps; closing it", .{});
@@ -487,7 +518,7 @@ fn sweep(loop: *IoUring) void {
 fn beginDrain(loop: *IoUring) void {
     if (loop.draining) return;
     loop.draining = true;
-    loop.worker.draining = true;
+    @atomicStore(bool, &loop.worker.draining, true, .monotonic); // read by handler threads
     loop.drain_deadline_ms = loop.worker.now_ms + loop.control.shutdown_timeout_ms;
     if (loop.listener) |l| {
         // Connections the kernel already completed may have sent requests: take and answer

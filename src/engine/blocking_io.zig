@@ -28,7 +28,7 @@ pub fn serveConnection(worker: *Worker, fd: linux.fd_t, control: *engine.Control
     for (0..std.math.maxInt(u32)) |_| {
         worker.updateClock();
         if (control.stopRequested() and !worker.draining) {
-            worker.draining = true;
+            @atomicStore(bool, &worker.draining, true, .monotonic); // read by handler threads
             drain_deadline_ms.* = worker.now_ms + control.shutdown_timeout_ms;
         }
         if (worker.draining) {
@@ -75,6 +75,7 @@ pub fn serveConnection(worker: *Worker, fd: linux.fd_t, control: *engine.Control
                 c.onShutdown();
             },
             .close => return,
+            .wait => unreachable, // handlers run on this thread (the connection has a sink)
         }
     }
 }
