@@ -426,6 +426,7 @@ fn spawnExample(path: []const u8, kind: saker.engine.Kind) !struct { child: std.
 test "SIGTERM: the request in flight is answered, then the process exits 0" {
     const io = testing.io;
     for (engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
         var started = try spawnExample(build_options.echo_exe, kind);
         var client = try Client.connect(started.port, 10_000);
         defer client.close();

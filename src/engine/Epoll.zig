@@ -343,7 +343,14 @@ fn sweep(loop: *Epoll) void {
     const now = loop.worker.now_ms;
     for (loop.slots[0..loop.slots_touched]) |*slot| {
         if (!slot.in_use) continue;
-        if (loop.draining) slot.connection.drain();
+        if (loop.draining and slot.connection.phase == .idle) {
+            // Idle means nothing to read now, not merely nothing read yet: a request may be
+            // waiting in the socket.
+            slot.readable = true;
+            loop.drive(slot);
+            if (!slot.in_use) continue;
+            slot.connection.drain();
+        }
         if (now >= slot.connection.deadline()) slot.connection.onTimeout();
         loop.drive(slot);
     }

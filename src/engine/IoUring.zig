@@ -42,7 +42,7 @@ const none = std.math.maxInt(u32);
 /// Completions handled per batch.
 const completions_max = 256;
 
-const Op = enum(u8) { accept, recv, send, poll_in, poll_out, wake, tick, completions };
+const Op = enum(u8) { accept, recv, send, poll_in, poll_out, wake, tick, completions, cancel };
 
 const UserData = packed struct(u64) {
     index: u32,
@@ -64,6 +64,8 @@ const Slot = struct {
     wait_writable: bool,
     /// The connection is done; the socket closes once no operation is in flight.
     closing: bool,
+    /// A cancel for the armed receive was submitted (shutdown of an idle connection).
+    cancel_sent: bool,
     /// Data received into a ring buffer that the connection has not taken yet.
     pending: ?Pending,
 
@@ -259,6 +261,7 @@ fn complete(loop: *IoUring, cqe: linux.io_uring_cqe) !void {
         .accept => try loop.onAccept(cqe),
         .wake => loop.beginDrain(),
         .completions => try loop.onCompletions(),
+        .cancel => {}, // the canceled receive reports itself
         .tick => {
             loop.sweep();
             try loop.armTick();
@@ -307,6 +310,7 @@ fn onAccept(loop: *IoUring, cqe: linux.io_uring_cqe) !void {
     slot.wait_readable = false;
     slot.wait_writable = false;
     slot.closing = false;
+    slot.cancel_sent = false;
     slot.pending = null;
     slot.connection = .init(loop.worker);
     if (loop.draining) {
@@ -376,7 +380,8 @@ fn onRecv(loop: *IoUring, slot: *Slot, cqe: linux.io_uring_cqe) void {
         },
         .NOBUFS => loop.recvDirect(slot),
         .AGAIN => slot.wait_readable = true,
-        .INTR, .CANCELED => {},
+        .CANCELED => if (loop.draining) c.drain(),
+        .INTR => {},
         else => c.onError(),
     }
 }
@@ -497,6 +502,13 @@ fn armSend(loop: *IoUring, slot: *Slot, iovecs: []const std.posix.iovec_const) !
     slot.send_armed = true;
 }
 
+fn cancelRecv(loop: *IoUring, slot: *Slot) !void {
+    const entry = try loop.sqe();
+    entry.prep_cancel(userData(.recv, loop.index(slot), slot.generation), 0);
+    entry.user_data = userData(.cancel, loop.index(slot), slot.generation);
+    slot.cancel_sent = true;
+}
+
 fn armPoll(loop: *IoUring, slot: *Slot, op: Op) !void {
     const entry = try loop.sqe();
     entry.prep_poll_add(slot.fd, if (op == .poll_in) linux.POLL.IN else linux.POLL.OUT);
@@ -509,7 +521,15 @@ fn sweep(loop: *IoUring) void {
     const now = loop.worker.now_ms;
     for (loop.slots[0..loop.slots_touched]) |*slot| {
         if (!slot.in_use or slot.closing) continue;
-        if (loop.draining and slot.pending == null) slot.connection.drain();
+        if (loop.draining and slot.connection.phase == .idle and slot.pending == null) {
+            // A request may already be on its way into the armed receive: cancel it and
+            // decide when it completes (with data, or canceled).
+            if (slot.recv_armed) {
+                if (!slot.cancel_sent) loop.cancelRecv(slot) catch {};
+                continue;
+            }
+            slot.connection.drain();
+        }
         if (now >= slot.connection.deadline()) slot.connection.onTimeout();
         loop.drive(slot);
     }
