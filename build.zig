@@ -90,6 +90,21 @@ pub fn build(b: *std.Build) void {
         test_step.dependOn(&run.step);
     }
 
+    // Fuzzing: the fuzz targets alone, built for speed. `./zigw build fuzz --fuzz=1M`
+    // fuzzes; without --fuzz it replays the corpus.
+    const fuzz_tests = b.addTest(.{
+        .name = "fuzz",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("src/root.zig"),
+            .target = target,
+            .optimize = .ReleaseFast,
+        }),
+        .filters = &.{"fuzz:"},
+    });
+    const fuzz_run = b.addRunArtifact(fuzz_tests);
+    fuzz_run.has_side_effects = true;
+    b.step("fuzz", "Run the fuzz targets (add --fuzz=N to fuzz)").dependOn(&fuzz_run.step);
+
     // Micro-benchmarks: their own module graph, pinned to ReleaseFast.
     const saker_fast = b.createModule(.{
         .root_source_file = b.path("src/root.zig"),

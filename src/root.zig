@@ -25,4 +25,5 @@ pub const BodyAction = Worker.BodyAction;
 
 test {
     std.testing.refAllDecls(@This());
+    _ = @import("fuzz.zig");
 }
