@@ -84,7 +84,20 @@ pub fn build(b: *std.Build) void {
         }),
         .filters = test_filters,
     });
-    for ([_]*std.Build.Step.Compile{ unit_tests, integration_tests, bench_tests }) |t| {
+    const hardening_tests = b.addTest(.{
+        .name = "hardening",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("tests/hardening.zig"),
+            .target = target,
+            .optimize = optimize,
+            .imports = &.{
+                .{ .name = "saker", .module = saker },
+                .{ .name = "build_options", .module = options.createModule() },
+            },
+        }),
+        .filters = test_filters,
+    });
+    for ([_]*std.Build.Step.Compile{ unit_tests, integration_tests, hardening_tests, bench_tests }) |t| {
         const run = b.addRunArtifact(t);
         run.has_side_effects = true; // always run, so the summary counts every test
         test_step.dependOn(&run.step);

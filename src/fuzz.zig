@@ -156,7 +156,7 @@ fn expectWellFramed(output: []const u8) !usize {
             body_len = 0;
         } else if (std.mem.find(u8, head, "\r\nContent-Length: ")) |i| {
             const digits = head[i + 18 ..];
-            body_len = try std.fmt.parseInt(usize, digits[0 .. std.mem.findScalar(u8, digits, '\r').?], 10);
+            body_len = try std.fmt.parseInt(usize, digits[0..std.mem.findScalar(u8, digits, '\r').?], 10);
         } else {
             try testing.expect(status < 200 or status == 204 or status == 304);
         }

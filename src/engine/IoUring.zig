@@ -41,8 +41,10 @@ tick: linux.kernel_timespec,
 const none = std.math.maxInt(u32);
 /// Completions handled per batch.
 const completions_max = 256;
+/// How long accepting pauses when the process is out of file descriptors.
+const accept_pause: linux.kernel_timespec = .{ .sec = 0, .nsec = 100 * std.time.ns_per_ms };
 
-const Op = enum(u8) { accept, recv, send, poll_in, poll_out, wake, tick, completions, cancel };
+const Op = enum(u8) { accept, accept_resume, recv, send, poll_in, poll_out, wake, tick, completions, cancel };
 
 const UserData = packed struct(u64) {
     index: u32,
@@ -259,6 +261,7 @@ fn complete(loop: *IoUring, cqe: linux.io_uring_cqe) !void {
     const data: UserData = @bitCast(cqe.user_data);
     switch (data.op) {
         .accept => try loop.onAccept(cqe),
+        .accept_resume => if (!loop.draining and !loop.accept_armed) try loop.armAccept(),
         .wake => loop.beginDrain(),
         .completions => try loop.onCompletions(),
         .cancel => {}, // the canceled receive reports itself
@@ -288,13 +291,24 @@ fn complete(loop: *IoUring, cqe: linux.io_uring_cqe) !void {
 }
 
 fn onAccept(loop: *IoUring, cqe: linux.io_uring_cqe) !void {
+    const out_of_resources = switch (cqe.err()) {
+        .MFILE, .NFILE, .NOBUFS, .NOMEM => true,
+        else => false,
+    };
     if (cqe.flags & linux.IORING_CQE_F_MORE == 0) {
         loop.accept_armed = false;
-        if (!loop.draining) try loop.armAccept();
+        if (loop.draining) {
+            // The listener is closed.
+        } else if (out_of_resources) {
+            // Retrying at once would spin while the fd table is full: wait, keep serving.
+            const entry = try loop.sqe();
+            entry.prep_timeout(&accept_pause, 0, 0);
+            entry.user_data = userData(.accept_resume, 0, 0);
+        } else try loop.armAccept();
     }
     if (cqe.res < 0) {
         switch (cqe.err()) {
-            .MFILE, .NFILE, .NOBUFS, .NOMEM => log.warn("accept: out of file descriptors or memory", .{}),
+            .MFILE, .NFILE, .NOBUFS, .NOMEM => log.warn("accept: out of file descriptors or memory; pausing accepts for 100 ms", .{}),
             .CANCELED, .CONNABORTED, .INTR => {},
             else => |err| log.warn("accept: E.{t}", .{err}),
         }
