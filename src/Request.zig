@@ -4,6 +4,11 @@
 const std = @import("std");
 const http = @import("http.zig");
 const RequestParser = @import("http1/RequestParser.zig");
+const Arena = @import("Arena.zig");
+const percent = @import("percent.zig");
+const content_type = @import("content_type.zig");
+const cookie_header = @import("cookies.zig");
+const multipart_body = @import("multipart.zig");
 
 const Request = @This();
 
@@ -33,6 +38,12 @@ chunked: bool,
 body_bytes: []const u8,
 /// Memory for the handler, freed after the response has been sent.
 arena: std.mem.Allocator,
+/// Path parameters captured by a `Router` (`:name` and `*name` segments), still
+/// percent-encoded; empty otherwise. Valid while the route's handler runs.
+params: []const PathParam = &.{},
+
+/// A path parameter captured by a `Router`.
+pub const PathParam = struct { name: []const u8, value: []const u8 };
 
 /// Builds the request view of a parsed head and its body.
 pub fn init(head: *const RequestParser.Head, body_bytes: []const u8, arena: std.mem.Allocator) Request {
@@ -75,13 +86,116 @@ pub fn query(req: *const Request) Query {
     return .{ .raw = req.raw_query };
 }
 
-/// A lazily parsed `application/x-www-form-urlencoded` query (names and values not decoded).
+/// The percent-decoded value of the first query parameter named `name`, or null. Copies into
+/// `arena` only when the value holds escapes.
+pub fn queryParam(req: *const Request, name: []const u8) DecodeError!?[]const u8 {
+    return req.query().getDecoded(req.arena, name);
+}
+
+/// The path parameter `name` captured by the router, as sent (percent-encoded), or null when
+/// the route has no such parameter.
+pub fn param(req: *const Request, name: []const u8) ?[]const u8 {
+    for (req.params) |p| if (std.mem.eql(u8, p.name, name)) return p.value;
+    return null;
+}
+
+/// The path parameter `name`, percent-decoded (copied into `arena` only when it holds
+/// escapes), or null.
+pub fn paramDecoded(req: *const Request, name: []const u8) DecodeError!?[]const u8 {
+    const raw = req.param(name) orelse return null;
+    return try percent.decodeAlloc(req.arena, raw, .path);
+}
+
+/// The path parameter `name` as an integer of type `T`. `error.MissingParameter` when the
+/// route has no such parameter, `error.InvalidParameter` when it is not a decimal `T`.
+pub fn paramInt(req: *const Request, comptime T: type, name: []const u8) error{ MissingParameter, InvalidParameter }!T {
+    const raw = req.param(name) orelse return error.MissingParameter;
+    return std.fmt.parseInt(T, raw, 10) catch error.InvalidParameter;
+}
+
+/// Errors of the decoding conveniences.
+pub const DecodeError = percent.Error || std.mem.Allocator.Error;
+
+/// The request's cookies (every `Cookie` field), parsed lazily.
+pub fn cookies(req: *const Request) cookie_header.Jar {
+    return .{ .headers = req.headers };
+}
+
+/// The value of the cookie `name`, or null; `error.InvalidCookie` for a malformed field.
+pub fn cookie(req: *const Request, name: []const u8) cookie_header.Error!?[]const u8 {
+    return req.cookies().get(name);
+}
+
+/// The body as an `application/x-www-form-urlencoded` form (same syntax and methods as the
+/// query). `error.UnsupportedMediaType` when the Content-Type says otherwise.
+pub fn formData(req: *const Request) error{UnsupportedMediaType}!Query {
+    const value = req.header("content-type") orelse return error.UnsupportedMediaType;
+    if (!content_type.is(value, "application/x-www-form-urlencoded")) return error.UnsupportedMediaType;
+    return .{ .raw = req.body_bytes };
+}
+
+/// Errors of `multipart`.
+pub const MultipartError = multipart_body.Error || error{ UnsupportedMediaType, OutOfMemory };
+
+/// Reads the body as `multipart/form-data` (RFC 7578), part by part, within `limits`.
+/// `error.UnsupportedMediaType` for another Content-Type; `error.InvalidMultipart` when the
+/// boundary parameter is missing or invalid (and later for a malformed body).
+pub fn multipart(req: *const Request, limits: multipart_body.Limits) MultipartError!multipart_body.Reader {
+    const value = req.header("content-type") orelse return error.UnsupportedMediaType;
+    if (!content_type.is(value, "multipart/form-data")) return error.UnsupportedMediaType;
+    const boundary = content_type.parameter(value, "boundary") orelse return error.InvalidMultipart;
+    const header_buffer = try req.arena.alloc(u8, limits.part_header_bytes_max);
+    return .init(req.body_bytes, boundary, header_buffer, limits);
+}
+
+/// Errors of `json`.
+pub const JsonError = error{ InvalidJson, UnsupportedMediaType, OutOfMemory };
+
+/// Parses the body as JSON into a `T` allocated in `arena` (`std.json`; unknown fields are
+/// ignored). `error.InvalidJson` for malformed JSON or a shape that does not fit `T`;
+/// `error.UnsupportedMediaType` when a Content-Type is sent and is not JSON.
+pub fn json(req: *const Request, comptime T: type) JsonError!T {
+    return req.jsonWith(T, .{ .ignore_unknown_fields = true });
+}
+
+/// `json` with explicit `std.json` parse options.
+pub fn jsonWith(req: *const Request, comptime T: type, options: std.json.ParseOptions) JsonError!T {
+    if (req.header("content-type")) |value| {
+        if (!content_type.isJson(value)) return error.UnsupportedMediaType;
+    }
+    return std.json.parseFromSliceLeaky(T, req.arena, req.body_bytes, options) catch |err| switch (err) {
+        error.OutOfMemory => error.OutOfMemory,
+        else => error.InvalidJson,
+    };
+}
+
+/// Usage counters of this worker's request arena, or null when `arena` is not one (tests).
+pub fn arenaStats(req: *const Request) ?Arena.Stats {
+    const arena = Arena.fromAllocator(req.arena) orelse return null;
+    return arena.stats();
+}
+
+/// A lazily parsed `application/x-www-form-urlencoded` query or form body. Pairs are kept as
+/// sent; `getDecoded` and `Param.decodeValue` decode on request.
 pub const Query = struct {
-    /// The query without its '?'.
+    /// The query without its '?' (or the form body).
     raw: []const u8,
 
     /// One `name=value` pair, still percent-encoded.
-    pub const Param = struct { name: []const u8, value: []const u8 };
+    pub const Param = struct {
+        name: []const u8,
+        value: []const u8,
+
+        /// The name, decoded ('+' is a space); copied into `arena` only when needed.
+        pub fn decodeName(p: Param, arena: std.mem.Allocator) DecodeError![]const u8 {
+            return percent.decodeAlloc(arena, p.name, .form);
+        }
+
+        /// The value, decoded ('+' is a space); copied into `arena` only when needed.
+        pub fn decodeValue(p: Param, arena: std.mem.Allocator) DecodeError![]const u8 {
+            return percent.decodeAlloc(arena, p.value, .form);
+        }
+    };
 
     /// Iterates the pairs in order; empty pairs are skipped, a pair without '=' has value "".
     pub const Iterator = struct {
@@ -106,11 +220,25 @@ pub const Query = struct {
         return .{ .rest = q.raw };
     }
 
-    /// The raw value of the first pair named `name` (compared as sent), or null.
+    /// The raw (still encoded) value of the first pair whose decoded name is `name`, or null.
     pub fn get(q: Query, name: []const u8) ?[]const u8 {
         var it = q.iterator();
-        while (it.next()) |param| if (std.mem.eql(u8, param.name, name)) return param.value;
+        while (it.next()) |p| if (percent.eqlDecoded(p.name, name, .form)) return p.value;
         return null;
+    }
+
+    /// The decoded value of the first pair named `name`, or null; copied into `arena` only
+    /// when it holds escapes.
+    pub fn getDecoded(q: Query, arena: std.mem.Allocator, name: []const u8) DecodeError!?[]const u8 {
+        const raw = q.get(name) orelse return null;
+        return try percent.decodeAlloc(arena, raw, .form);
+    }
+
+    /// The value of `name` as a decimal integer of type `T`, or null when absent;
+    /// `error.InvalidParameter` when it is not one.
+    pub fn getInt(q: Query, comptime T: type, name: []const u8) error{InvalidParameter}!?T {
+        const raw = q.get(name) orelse return null;
+        return std.fmt.parseInt(T, raw, 10) catch error.InvalidParameter;
     }
 };
 
