@@ -268,3 +268,132 @@ test "Request.header: case-insensitive, first wins" {
     try std.testing.expectEqualStrings("a", req.header("host").?);
     try std.testing.expectEqual(@as(?[]const u8, null), req.header("Missing"));
 }
+
+/// A request with `headers` and `body` for the tests below; memory from `arena`.
+fn testRequest(head: *RequestParser.Head, headers: []const http.Header, query_text: []const u8, body_text: []const u8, arena: std.mem.Allocator) Request {
+    head.* = .{ .headers = @constCast(headers), .query = query_text };
+    return .init(head, body_text, arena);
+}
+
+test "Request.queryParam: decoded on request, names compared decoded" {
+    var arena_state: std.heap.ArenaAllocator = .init(std.testing.allocator);
+    defer arena_state.deinit();
+    var head: RequestParser.Head = undefined;
+    const req = testRequest(&head, &.{}, "q=a+b%21&n%61me=x&n=-12&bad=%zz&big=99999999999", "", arena_state.allocator());
+    try std.testing.expectEqualStrings("a b!", (try req.queryParam("q")).?);
+    try std.testing.expectEqualStrings("x", (try req.queryParam("name")).?);
+    try std.testing.expectEqual(@as(?[]const u8, null), try req.queryParam("missing"));
+    try std.testing.expectError(error.InvalidPercentEncoding, req.queryParam("bad"));
+    try std.testing.expectEqual(@as(?i32, -12), try req.query().getInt(i32, "n"));
+    try std.testing.expectEqual(@as(?i32, null), try req.query().getInt(i32, "zzz"));
+    try std.testing.expectError(error.InvalidParameter, req.query().getInt(i32, "q"));
+    try std.testing.expectError(error.InvalidParameter, req.query().getInt(i32, "big"));
+    var it = req.query().iterator();
+    const first = it.next().?;
+    try std.testing.expectEqualStrings("a+b%21", first.value);
+    try std.testing.expectEqualStrings("a b!", try first.decodeValue(req.arena));
+    try std.testing.expectEqualStrings("name", try it.next().?.decodeName(req.arena));
+}
+
+test "Request.param: raw, decoded and as an integer" {
+    var head: RequestParser.Head = undefined;
+    var req = testRequest(&head, &.{}, "", "", std.testing.failing_allocator);
+    const params = [_]PathParam{ .{ .name = "id", .value = "42" }, .{ .name = "name", .value = "a%2Fb" } };
+    req.params = &params;
+    try std.testing.expectEqualStrings("a%2Fb", req.param("name").?);
+    try std.testing.expectEqual(@as(?[]const u8, null), req.param("other"));
+    try std.testing.expectEqual(@as(u32, 42), try req.paramInt(u32, "id"));
+    try std.testing.expectError(error.InvalidParameter, req.paramInt(u32, "name"));
+    try std.testing.expectError(error.MissingParameter, req.paramInt(u32, "other"));
+    // "42" needs no decoding: no allocation.
+    try std.testing.expectEqualStrings("42", (try req.paramDecoded("id")).?);
+    try std.testing.expectError(error.OutOfMemory, req.paramDecoded("name"));
+}
+
+test "Request.formData: urlencoded bodies only" {
+    var arena_state: std.heap.ArenaAllocator = .init(std.testing.allocator);
+    defer arena_state.deinit();
+    var head: RequestParser.Head = undefined;
+    const form_headers = [_]http.Header{.{ .name = "Content-Type", .value = "application/x-www-form-urlencoded; charset=UTF-8" }};
+    const req = testRequest(&head, &form_headers, "", "title=Hello+world&tags=a%2Cb", arena_state.allocator());
+    const form = try req.formData();
+    try std.testing.expectEqualStrings("Hello world", (try form.getDecoded(req.arena, "title")).?);
+    try std.testing.expectEqualStrings("a,b", (try form.getDecoded(req.arena, "tags")).?);
+    for ([_][]const http.Header{ &.{}, &.{.{ .name = "Content-Type", .value = "text/plain" }} }) |headers| {
+        var other_head: RequestParser.Head = undefined;
+        const other = testRequest(&other_head, headers, "", "a=1", arena_state.allocator());
+        try std.testing.expectError(error.UnsupportedMediaType, other.formData());
+    }
+}
+
+test "Request.multipart: parts of a buffered body; wrong type or boundary" {
+    var arena_state: std.heap.ArenaAllocator = .init(std.testing.allocator);
+    defer arena_state.deinit();
+    const arena = arena_state.allocator();
+    const body_text = "--XyZ\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n" ++
+        "--XyZ\r\nContent-Disposition: form-data; name=\"f\"; filename=\"f.bin\"\r\n" ++
+        "Content-Type: application/octet-stream\r\n\r\n\x00\x01\r\n--XyZ--\r\n";
+    var head: RequestParser.Head = undefined;
+    const headers = [_]http.Header{.{ .name = "content-type", .value = "multipart/form-data; boundary=\"XyZ\"" }};
+    const req = testRequest(&head, &headers, "", body_text, arena);
+    var reader = try req.multipart(.{});
+    const a = (try reader.next()).?;
+    try std.testing.expectEqualStrings("a", a.part.name);
+    try std.testing.expectEqualStrings("1", a.data);
+    const f = (try reader.next()).?;
+    try std.testing.expectEqualStrings("f.bin", f.part.filename.?);
+    try std.testing.expectEqualStrings("\x00\x01", f.data);
+    try std.testing.expectEqual(null, try reader.next());
+
+    const cases = [_]struct { value: []const u8, err: MultipartError }{
+        .{ .value = "application/json", .err = error.UnsupportedMediaType },
+        .{ .value = "multipart/form-data", .err = error.InvalidMultipart },
+        .{ .value = "multipart/form-data; boundary=\"bad\\\"\"", .err = error.InvalidMultipart },
+    };
+    for (cases) |case| {
+        var other_head: RequestParser.Head = undefined;
+        const other = testRequest(&other_head, &.{.{ .name = "Content-Type", .value = case.value }}, "", body_text, arena);
+        try std.testing.expectError(case.err, other.multipart(.{}));
+    }
+}
+
+test "Request.json: typed parsing; bad JSON and wrong type are errors" {
+    var arena_state: std.heap.ArenaAllocator = .init(std.testing.allocator);
+    defer arena_state.deinit();
+    const arena = arena_state.allocator();
+    const Point = struct { x: i32, y: i32, label: []const u8 = "" };
+    const json_headers = [_]http.Header{.{ .name = "Content-Type", .value = "application/json" }};
+    var head: RequestParser.Head = undefined;
+    const req = testRequest(&head, &json_headers, "", "{\"x\":1,\"y\":-2,\"extra\":true}", arena);
+    const p = try req.json(Point);
+    try std.testing.expectEqual(@as(i32, 1), p.x);
+    try std.testing.expectEqual(@as(i32, -2), p.y);
+    try std.testing.expectError(error.InvalidJson, req.jsonWith(Point, .{}));
+    // No Content-Type is accepted; a non-JSON one is not.
+    const cases = [_]struct { headers: []const http.Header, body: []const u8, err: ?JsonError }{
+        .{ .headers = &.{}, .body = "{\"x\":1,\"y\":2}", .err = null },
+        .{ .headers = &json_headers, .body = "{\"x\":1,", .err = error.InvalidJson },
+        .{ .headers = &json_headers, .body = "{\"x\":\"one\",\"y\":2}", .err = error.InvalidJson },
+        .{ .headers = &json_headers, .body = "{\"x\":1}", .err = error.InvalidJson },
+        .{ .headers = &json_headers, .body = "", .err = error.InvalidJson },
+        .{ .headers = &.{.{ .name = "Content-Type", .value = "text/plain" }}, .body = "{\"x\":1,\"y\":2}", .err = error.UnsupportedMediaType },
+    };
+    for (cases) |case| {
+        var other_head: RequestParser.Head = undefined;
+        const other = testRequest(&other_head, case.headers, "", case.body, arena);
+        if (case.err) |err| try std.testing.expectError(err, other.json(Point)) else _ = try other.json(Point);
+    }
+}
+
+test "Request.cookie and arenaStats" {
+    var head: RequestParser.Head = undefined;
+    const headers = [_]http.Header{.{ .name = "Cookie", .value = "theme=dark; sid=\"abc\"" }};
+    const req = testRequest(&head, &headers, "", "", std.testing.allocator);
+    try std.testing.expectEqualStrings("abc", (try req.cookie("sid")).?);
+    try std.testing.expectEqual(@as(?[]const u8, null), try req.cookie("none"));
+    var count: usize = 0;
+    var it = req.cookies().iterator();
+    while (try it.next()) |_| count += 1;
+    try std.testing.expectEqual(@as(usize, 2), count);
+    try std.testing.expectEqual(@as(?Arena.Stats, null), req.arenaStats());
+}

@@ -580,43 +580,7 @@ fn checkMiddleware(comptime M: type) void {
 
 // Tests.
 
-const RequestParser = @import("http1/RequestParser.zig");
-
-/// A request and a response as a connection would hand them to a handler.
-const TestExchange = struct {
-    head: RequestParser.Head,
-    headers: [4]http.Header = undefined,
-    request: Request,
-    header_storage: [8]http.Header = undefined,
-    body_buffer: [256]u8 = undefined,
-    response: Response,
-
-    fn init(x: *TestExchange, method: http.Method, path: []const u8, arena: std.mem.Allocator) void {
-        x.head = .{ .method = method, .path = path, .target = path };
-        x.request = .init(&x.head, "", arena);
-        x.response = .init(.{
-            .arena = arena,
-            .header_storage = &x.header_storage,
-            .body_buffer = &x.body_buffer,
-            .body_bytes_max = 1 << 20,
-            .discard_body = method == .HEAD,
-            .stream = null,
-        });
-    }
-
-    fn header(x: *const TestExchange, name: []const u8) ?[]const u8 {
-        for (x.response.headers()) |h| if (std.ascii.eqlIgnoreCase(h.name, name)) return h.value;
-        return null;
-    }
-
-    fn body(x: *const TestExchange) []const u8 {
-        return switch (x.response.body) {
-            .bytes => |b| b,
-            .buffered => x.response.bufferedBody(),
-            .file => unreachable,
-        };
-    }
-};
+const HandlerCall = @import("testing/HandlerCall.zig");
 
 /// What the test handlers saw.
 const Log = struct {
@@ -730,17 +694,17 @@ const TestRouter = Router(Log, .{
     .middleware = &.{Tag("global")},
 });
 
-fn run(method: http.Method, path: []const u8, l: *Log, x: *TestExchange) !void {
+fn run(method: http.Method, path: []const u8, l: *Log, x: *HandlerCall) !void {
     l.len = 0;
     // The router itself allocates nothing on the way to a handler.
-    x.init(method, path, std.testing.failing_allocator);
+    x.init(.{ .method = method, .target = path, .arena = std.testing.failing_allocator });
     var router: TestRouter = .{ .context = l };
     try router.handle(&x.request, &x.response);
 }
 
 test "Router: static, parameters, wildcard, and the most specific match" {
     var l: Log = .{};
-    var x: TestExchange = undefined;
+    var x: HandlerCall = undefined;
     const cases = [_]struct { path: []const u8, log: []const u8 }{
         .{ .path = "/", .log = "index;" },
         .{ .path = "/users/42", .log = "user 42;" },
@@ -770,7 +734,7 @@ test "Router: static, parameters, wildcard, and the most specific match" {
 
 test "Router: HEAD, OPTIONS and 405 with Allow" {
     var l: Log = .{};
-    var x: TestExchange = undefined;
+    var x: HandlerCall = undefined;
     try run(.HEAD, "/users/5", &l, &x);
     try std.testing.expectEqualStrings("global<user 5;>global;", l.text());
 
@@ -793,7 +757,7 @@ test "Router: HEAD, OPTIONS and 405 with Allow" {
     try run(.DELETE, "/users/new", &l, &x);
     try std.testing.expectEqualStrings("global<delete new;>global;", l.text());
 
-    x.init(.OPTIONS, "*", std.testing.allocator);
+    x.init(.{ .method = .OPTIONS, .target = "*", .arena = std.testing.allocator });
     var router: TestRouter = .{ .context = &l };
     try router.handle(&x.request, &x.response);
     try std.testing.expectEqual(http.Status.no_content, x.response.status);
@@ -804,8 +768,8 @@ test "Router: a union of methods over several matching patterns is allocated in 
     var arena_state: std.heap.ArenaAllocator = .init(std.testing.allocator);
     defer arena_state.deinit();
     var l: Log = .{};
-    var x: TestExchange = undefined;
-    x.init(.PUT, "/users/new", arena_state.allocator());
+    var x: HandlerCall = undefined;
+    x.init(.{ .method = .PUT, .target = "/users/new", .arena = arena_state.allocator() });
     var router: TestRouter = .{ .context = &l };
     try router.handle(&x.request, &x.response);
     try std.testing.expectEqual(http.Status.method_not_allowed, x.response.status);
@@ -814,7 +778,7 @@ test "Router: a union of methods over several matching patterns is allocated in 
 
 test "Router: groups and middleware order" {
     var l: Log = .{};
-    var x: TestExchange = undefined;
+    var x: HandlerCall = undefined;
     try run(.GET, "/api", &l, &x);
     try std.testing.expectEqualStrings("global<api;>global;", l.text());
     try run(.GET, "/api/items", &l, &x);
@@ -830,7 +794,7 @@ test "Router: groups and middleware order" {
 
 test "Router: a ClientError becomes its 4xx answer; other errors propagate" {
     var l: Log = .{};
-    var x: TestExchange = undefined;
+    var x: HandlerCall = undefined;
     try run(.GET, "/bad/%zz", &l, &x);
     try std.testing.expectEqual(http.Status.bad_request, x.response.status);
     try std.testing.expectEqualStrings("400 Bad Request: invalid percent-encoding\n", x.body());

@@ -34,3 +34,27 @@ fn nowNs() u64 {
     _ = std.os.linux.clock_gettime(.MONOTONIC, &ts);
     return @as(u64, @intCast(ts.sec)) * std.time.ns_per_s + @as(u64, @intCast(ts.nsec));
 }
+
+test "Timing: a Server-Timing field in milliseconds" {
+    const Router = @import("../Router.zig").Router;
+    const HandlerCall = @import("../testing/HandlerCall.zig");
+    const handlers = struct {
+        fn slow(req: *Request, res: *Response) !void {
+            _ = req;
+            _ = res;
+            const pause: std.os.linux.timespec = .{ .sec = 0, .nsec = 3 * std.time.ns_per_ms };
+            _ = std.os.linux.nanosleep(&pause, null);
+        }
+    };
+    const App = Router(void, .{ .routes = &.{.get("/", handlers.slow)}, .middleware = &.{Timing(.{ .metric = "total" })} });
+    var arena_state: std.heap.ArenaAllocator = .init(std.testing.allocator);
+    defer arena_state.deinit();
+    var app: App = .{ .context = {} };
+    var call: HandlerCall = undefined;
+    call.init(.{ .arena = arena_state.allocator() });
+    try app.handle(&call.request, &call.response);
+    const value = call.header("Server-Timing").?;
+    try std.testing.expect(std.mem.startsWith(u8, value, "total;dur="));
+    const ms = try std.fmt.parseFloat(f64, value["total;dur=".len..]);
+    try std.testing.expect(ms >= 3.0 and ms < 10_000.0);
+}
