@@ -394,7 +394,7 @@ pub fn Router(comptime Context: type, comptime options: Options) type {
                         const reply = client_error.answer(err) orelse return err;
                         if (!res.rollback(point)) return err;
                         log.debug("{s} {s}: {t}", .{ req.method.name(), req.path, err });
-                        answer(res, reply.status, reply.message);
+                        answer(res, reply.status, reply.body);
                     };
                 }
             };

@@ -32,32 +32,44 @@ pub const ClientError = error{
 /// The response an error gets.
 pub const Answer = struct {
     status: http.Status,
-    /// Short plain text for the response body, ending in a newline.
-    message: []const u8,
+    /// A few words on what was wrong ("invalid percent-encoding").
+    reason: []const u8,
+    /// The response body: "400 Bad Request: invalid percent-encoding\n".
+    body: []const u8,
+};
+
+const table = [_]struct { err: anyerror, status: http.Status, reason: []const u8 }{
+    .{ .err = error.InvalidPercentEncoding, .status = .bad_request, .reason = "invalid percent-encoding" },
+    .{ .err = error.InvalidCookie, .status = .bad_request, .reason = "invalid Cookie header" },
+    .{ .err = error.UnsupportedMediaType, .status = .unsupported_media_type, .reason = "unsupported Content-Type for this resource" },
+    .{ .err = error.InvalidJson, .status = .bad_request, .reason = "invalid JSON body" },
+    .{ .err = error.InvalidMultipart, .status = .bad_request, .reason = "invalid multipart body" },
+    .{ .err = error.MultipartHeadersTooLarge, .status = .content_too_large, .reason = "multipart part headers too large" },
+    .{ .err = error.MultipartPartTooLarge, .status = .content_too_large, .reason = "multipart part too large" },
+    .{ .err = error.MultipartTooManyParts, .status = .content_too_large, .reason = "too many multipart parts" },
+    .{ .err = error.MissingParameter, .status = .bad_request, .reason = "missing parameter" },
+    .{ .err = error.InvalidParameter, .status = .bad_request, .reason = "invalid parameter" },
 };
 
 /// The answer for `err` when it is a `ClientError`, else null (the server answers 500).
 pub fn answer(err: anyerror) ?Answer {
-    return switch (err) {
-        error.InvalidPercentEncoding => .{ .status = .bad_request, .message = "400 Bad Request: invalid percent-encoding\n" },
-        error.InvalidCookie => .{ .status = .bad_request, .message = "400 Bad Request: invalid Cookie header\n" },
-        error.UnsupportedMediaType => .{ .status = .unsupported_media_type, .message = "415 Unsupported Media Type\n" },
-        error.InvalidJson => .{ .status = .bad_request, .message = "400 Bad Request: invalid JSON body\n" },
-        error.InvalidMultipart => .{ .status = .bad_request, .message = "400 Bad Request: invalid multipart body\n" },
-        error.MultipartHeadersTooLarge => .{ .status = .content_too_large, .message = "413 Content Too Large: multipart part headers too large\n" },
-        error.MultipartPartTooLarge => .{ .status = .content_too_large, .message = "413 Content Too Large: multipart part too large\n" },
-        error.MultipartTooManyParts => .{ .status = .content_too_large, .message = "413 Content Too Large: too many multipart parts\n" },
-        error.MissingParameter => .{ .status = .bad_request, .message = "400 Bad Request: missing parameter\n" },
-        error.InvalidParameter => .{ .status = .bad_request, .message = "400 Bad Request: invalid parameter\n" },
-        else => null,
-    };
+    inline for (table) |row| {
+        if (err == row.err) return comptime .{
+            .status = row.status,
+            .reason = row.reason,
+            .body = std.fmt.comptimePrint("{d} {s}: {s}\n", .{ row.status.code(), row.status.phrase(), row.reason }),
+        };
+    }
+    return null;
 }
 
 test "client_error.answer: every ClientError has an answer, others none" {
     inline for (@typeInfo(ClientError).error_set.error_names.?) |name| {
         const a = answer(@field(anyerror, name)).?;
         try std.testing.expect(a.status.code() >= 400 and a.status.code() < 500);
-        try std.testing.expect(std.mem.endsWith(u8, a.message, "\n"));
+        try std.testing.expect(std.mem.endsWith(u8, a.body, "\n"));
+        try std.testing.expect(std.mem.find(u8, a.body, a.reason) != null);
     }
     try std.testing.expectEqual(@as(?Answer, null), answer(error.OutOfMemory));
+    try std.testing.expectEqualStrings("400 Bad Request: invalid JSON body\n", answer(error.InvalidJson).?.body);
 }
