@@ -41,6 +41,9 @@ arena: std.mem.Allocator,
 /// Path parameters captured by a `Router` (`:name` and `*name` segments), still
 /// percent-encoded; empty otherwise. Valid while the route's handler runs.
 params: []const PathParam = &.{},
+/// Free for the handler's use during one request (e.g. state shared by `onHead`, `onBody`
+/// and `handle`); null at the start of every request.
+user_data: ?*anyopaque = null,
 
 /// A path parameter captured by a `Router`.
 pub const PathParam = struct { name: []const u8, value: []const u8 };

@@ -10,6 +10,7 @@ pub const http1 = @import("http1.zig");
 pub const Arena = @import("Arena.zig");
 pub const cli = @import("cli.zig");
 pub const json = @import("json.zig");
+pub const sync = @import("sync.zig");
 pub const Config = @import("Config.zig");
 pub const Connection = @import("Connection.zig");
 pub const Exchange = @import("Exchange.zig");
@@ -30,6 +31,8 @@ pub const cookies = @import("cookies.zig");
 pub const multipart = @import("multipart.zig");
 pub const client_error = @import("client_error.zig");
 pub const ClientError = client_error.ClientError;
+/// What a handler's optional `onHead` hook returns: how to receive the request body.
+pub const BodyAction = Worker.BodyAction;
 
 test {
     std.testing.refAllDecls(@This());

@@ -42,6 +42,7 @@ const events_max = 256;
 const accepts_per_round = 64;
 const listener_tag: u64 = std.math.maxInt(u64);
 const wake_tag: u64 = std.math.maxInt(u64) - 1;
+const completion_tag: u64 = std.math.maxInt(u64) - 2;
 
 const Slot = struct {
     connection: Connection,
@@ -78,6 +79,11 @@ fn init(worker: *Worker, listener: socket.Listener, control: *engine.Control, co
     errdefer std.heap.page_allocator.free(slots);
     try add(epoll_fd, listener.fd, linux.EPOLL.IN | linux.EPOLL.ET, listener_tag);
     try add(epoll_fd, control.wake_fd, linux.EPOLL.IN, wake_tag);
+    if (worker.handler_pool != null) {
+        worker.wake_fd = try engine.eventfd();
+        errdefer _ = linux.close(worker.wake_fd);
+        try add(epoll_fd, worker.wake_fd, linux.EPOLL.IN, completion_tag);
+    }
     const config = worker.config;
     const shortest = @min(config.header_timeout_ms, config.body_timeout_ms, config.idle_timeout_ms, config.write_timeout_ms, config.linger_timeout_ms);
     return .{
@@ -92,11 +98,21 @@ fn init(worker: *Worker, listener: socket.Listener, control: *engine.Control, co
 
 fn deinit(loop: *Epoll) void {
     for (loop.slots[0..loop.slots_touched]) |*slot| {
-        if (slot.in_use) loop.closeSlot(slot);
+        if (!slot.in_use) continue;
+        if (slot.connection.handling()) {
+            // A handler thread still uses it: leave its memory to the process exit.
+            loop.worker.abandoned = true;
+            continue;
+        }
+        loop.closeSlot(slot);
     }
     if (loop.listener) |l| l.close();
-    std.heap.page_allocator.free(loop.slots);
+    if (!loop.worker.abandoned) std.heap.page_allocator.free(loop.slots);
     _ = linux.close(loop.epoll_fd);
+    if (loop.worker.wake_fd >= 0 and !loop.worker.abandoned) {
+        _ = linux.close(loop.worker.wake_fd);
+        loop.worker.wake_fd = -1;
+    }
 }
 
 fn add(epoll_fd: linux.fd_t, fd: linux.fd_t, events: u32, data: u64) error{SystemResources}!void {
@@ -127,6 +143,7 @@ fn serve(loop: *Epoll) void {
         for (events[0..count]) |event| switch (event.data.u64) {
             listener_tag => loop.listener_ready = true,
             wake_tag => loop.beginDrain(),
+            completion_tag => loop.onCompletions(),
             else => loop.onEvent(event),
         };
         if (loop.listener_ready and loop.acceptAllowed()) loop.acceptRound();
@@ -174,9 +191,7 @@ fn acceptRound(loop: *Epoll) void {
 fn onAccept(loop: *Epoll, fd: linux.fd_t) void {
     const slot = loop.takeSlot() orelse {
         // Over connections_max: say so and close, without a slot or an exchange.
-        _ = socket.writev(fd, &.{.{ .base = Connection.overloaded_response.ptr, .len = Connection.overloaded_response.len }}) catch {};
-        socket.close(fd);
-        return;
+        return engine.refuse(fd);
     };
     socket.setNoDelay(fd);
     slot.fd = fd;
@@ -240,6 +255,16 @@ fn onEvent(loop: *Epoll, event: linux.epoll_event) void {
     if (flags & (linux.EPOLL.OUT | linux.EPOLL.HUP | linux.EPOLL.ERR) != 0) slot.writable = true;
     if (flags & (linux.EPOLL.RDHUP | linux.EPOLL.HUP) != 0) slot.peer_closed = true;
     loop.drive(slot);
+}
+
+/// Handler pool threads have finished handlers or have chunks to send.
+fn onCompletions(loop: *Epoll) void {
+    var list = loop.worker.takeCompletions();
+    while (list) |connection| {
+        list = connection.exchange.?.next_completion;
+        connection.onPoolEvent();
+        loop.drive(@fieldParentPtr("connection", connection));
+    }
 }
 
 /// Runs the connection until it must wait for the socket (or is closed).
@@ -306,6 +331,7 @@ fn drive(loop: *Epoll, slot: *Slot) void {
                 c.onShutdown();
             },
             .close => return loop.closeSlot(slot),
+            .wait => return,
         }
     }
     log.err("connection made no progress in 1000000 steps; closing it", .{});
@@ -326,7 +352,7 @@ fn sweep(loop: *Epoll) void {
 fn beginDrain(loop: *Epoll) void {
     if (loop.draining) return;
     loop.draining = true;
-    loop.worker.draining = true;
+    @atomicStore(bool, &loop.worker.draining, true, .monotonic); // read by handler threads
     loop.drain_deadline_ms = loop.worker.now_ms + loop.control.shutdown_timeout_ms;
     // Level-triggered and never reset: stop watching it so epoll_wait does not spin.
     _ = linux.epoll_ctl(loop.epoll_fd, linux.EPOLL.CTL_DEL, loop.control.wake_fd, null);
