@@ -140,15 +140,28 @@ pub fn formData(req: *const Request) error{UnsupportedMediaType}!Query {
 /// Errors of `multipart`.
 pub const MultipartError = multipart_body.Error || error{ UnsupportedMediaType, OutOfMemory };
 
-/// Reads the body as `multipart/form-data` (RFC 7578), part by part, within `limits`.
-/// `error.UnsupportedMediaType` for another Content-Type; `error.InvalidMultipart` when the
-/// boundary parameter is missing or invalid (and later for a malformed body).
+/// Reads the (buffered) body as `multipart/form-data` (RFC 7578), part by part, within
+/// `limits`. `error.UnsupportedMediaType` for another Content-Type; `error.InvalidMultipart`
+/// when the boundary parameter is missing or invalid (and later for a malformed body).
 pub fn multipart(req: *const Request, limits: multipart_body.Limits) MultipartError!multipart_body.Reader {
-    const value = req.header("content-type") orelse return error.UnsupportedMediaType;
-    if (!content_type.is(value, "multipart/form-data")) return error.UnsupportedMediaType;
-    const boundary = content_type.parameter(value, "boundary") orelse return error.InvalidMultipart;
+    const boundary = try multipartBoundary(req);
     const header_buffer = try req.arena.alloc(u8, limits.part_header_bytes_max);
     return .init(req.body_bytes, boundary, header_buffer, limits);
+}
+
+/// A streaming `multipart/form-data` parser for this request's body (its header buffer in
+/// `arena`), for a route that receives the body piece by piece (`onBody`). Same errors as
+/// `multipart`.
+pub fn multipartParser(req: *const Request, limits: multipart_body.Limits) MultipartError!multipart_body.Parser {
+    const boundary = try multipartBoundary(req);
+    const header_buffer = try req.arena.alloc(u8, limits.part_header_bytes_max);
+    return .init(boundary, header_buffer, limits);
+}
+
+fn multipartBoundary(req: *const Request) MultipartError![]const u8 {
+    const value = req.header("content-type") orelse return error.UnsupportedMediaType;
+    if (!content_type.is(value, "multipart/form-data")) return error.UnsupportedMediaType;
+    return content_type.parameter(value, "boundary") orelse error.InvalidMultipart;
 }
 
 /// Errors of `json`.

@@ -14,6 +14,8 @@
 //!   the `GET` route when there is no `HEAD` route (the server drops the body);
 //! - `OPTIONS` without an `OPTIONS` route is answered 204 with `Allow`;
 //! - a path that matches only other methods gets 405 with `Allow` (§15.5.6); no match, 404.
+//! These two answers pass through the middleware of the path's first route (a CORS
+//! middleware on a group answers its preflights); 404 only through the global middleware.
 //!
 //! Conflicts are compile errors: two routes with the same method and the same pattern shape
 //! (`/a/:x` and `/a/:y` are the same shape). `validate` returns the message as a value, so a
@@ -28,6 +30,15 @@
 //! A `ClientError` (bad query, cookie, form, JSON, multipart...) that a route handler returns is
 //! answered with its 4xx status and a short message, dropping what the handler had built;
 //! middleware sees it as an ordinary response.
+//!
+//! Streamed bodies: a route's handler may be a type instead of a function, declaring
+//! `handle`, `onBody(ctx, req, res, chunk) !void` and optionally `onHead(ctx, req, res)
+//! !saker.BodyAction` (`ctx` is left out when the context is `void`). The router then receives
+//! bodies for that route piece by piece as they arrive (`.stream`, the default when there is no
+//! `onHead`) instead of buffering them, and calls `handle` at the end. `req.params` is set in
+//! each hook; `req.user_data` carries state between them. Body hooks run before any middleware
+//! (they cannot wait for it); check what must be checked in `onHead`. Other routes buffer as
+//! usual.
 const std = @import("std");
 const http = @import("http.zig");
 const Request = @import("Request.zig");
@@ -53,7 +64,9 @@ pub const Route = struct {
 
     /// A route for `methods` on `pattern`. `handler` is
     /// `fn (ctx: *Context, req: *saker.Request, res: *saker.Response) !void` or, without the
-    /// context, `fn (req: *saker.Request, res: *saker.Response) !void`.
+    /// context, `fn (req: *saker.Request, res: *saker.Response) !void`; or a type whose
+    /// `handle` is such a function and that receives the request body as it arrives (see
+    /// "Streamed bodies" above).
     pub fn route(comptime methods: []const http.Method, comptime pattern: []const u8, comptime handler: anytype) Route {
         return .{ .methods = methods, .pattern = pattern, .handler = HandlerOf(handler) };
     }
@@ -106,8 +119,17 @@ pub const Route = struct {
 };
 
 fn HandlerOf(comptime handler: anytype) type {
+    if (@TypeOf(handler) == type) {
+        if (!@hasDecl(handler, "handle") or !@hasDecl(handler, "onBody"))
+            @compileError("saker.Router: a route type (" ++ @typeName(handler) ++ ") declares `handle` and `onBody` (and optionally `onHead`)");
+        return struct {
+            pub const function = handler.handle;
+            pub const Hooks = handler;
+        };
+    }
     return struct {
         pub const function = handler;
+        pub const Hooks = void;
     };
 }
 
@@ -116,6 +138,10 @@ pub const Options = struct {
     routes: []const Route,
     /// Middleware wrapping every request, outermost first.
     middleware: []const type = &.{},
+    /// Whether handlers may block (sleep, wait on I/O, stream for long): on event-loop
+    /// engines they then run on the handler pool (`Config.handler_threads`), where
+    /// `Response.flush` and `EventStream` stream as they go.
+    blocking: bool = false,
 };
 
 const method_count = @typeInfo(http.Method).@"enum".field_names.len;
@@ -132,6 +158,9 @@ const Leaf = struct {
     handler: type,
     middleware: []const type,
 };
+
+/// What a handler's `onHead` returns (see `Server`): how to receive the body.
+pub const BodyAction = @import("Worker.zig").BodyAction;
 
 /// A piece of a compiled pattern.
 const Token = union(enum) {
@@ -295,17 +324,73 @@ pub fn validate(comptime routes: []const Route) ?[]const u8 {
 
 /// A handler type that routes requests to the functions in `options.routes`. Its one field,
 /// `context`, is passed to every handler that takes it (`*Context`; `{}` when `Context` is
-/// `void`).
+/// `void`). It declares the body hooks `onHead`/`onBody` only when a route streams its body,
+/// so other routers cost nothing before `handle`.
 pub fn Router(comptime Context: type, comptime options: Options) type {
     if (comptime validate(options.routes)) |why| @compileError(why);
+    const Core = RouterCore(Context, options);
+    if (!Core.streams) return struct {
+        const RouterOf = @This();
+        /// What handlers receive as their first parameter.
+        pub const ContextPtr = Core.ContextPtr;
+        /// Whether the server runs `handle` on its handler pool (`Options.blocking`).
+        pub const blocking = options.blocking;
+
+        context: ContextPtr,
+
+        /// Server entry point: global middleware, then routing.
+        pub fn handle(router: *RouterOf, req: *Request, res: *Response) anyerror!void {
+            return Core.handle(router.context, req, res);
+        }
+    };
     return struct {
         const RouterOf = @This();
+        /// What handlers receive as their first parameter.
+        pub const ContextPtr = Core.ContextPtr;
+        /// Whether the server runs `handle` on its handler pool (`Options.blocking`).
+        pub const blocking = options.blocking;
+
+        context: ContextPtr,
+
+        /// Server entry point: global middleware, then routing.
+        pub fn handle(router: *RouterOf, req: *Request, res: *Response) anyerror!void {
+            return Core.handle(router.context, req, res);
+        }
+
+        /// Server hook, before the body is read: streams it for routes with body hooks.
+        pub fn onHead(router: *RouterOf, req: *Request, res: *Response) anyerror!BodyAction {
+            var params: [Core.params_max]Request.PathParam = undefined;
+            const found = Core.findHooks(req, &params) orelse return .buffer;
+            req.params = params[0..found.param_count];
+            defer req.params = &.{};
+            if (found.hooks.on_head) |on_head| return on_head(router.context, req, res);
+            return .stream;
+        }
+
+        /// Server hook: a piece of a streamed body, for the route's `onBody`.
+        pub fn onBody(router: *RouterOf, req: *Request, res: *Response, chunk: []const u8) anyerror!void {
+            var params: [Core.params_max]Request.PathParam = undefined;
+            // Only routes with hooks stream, and the same request finds the same route.
+            const found = Core.findHooks(req, &params) orelse unreachable;
+            req.params = params[0..found.param_count];
+            defer req.params = &.{};
+            return found.hooks.on_body(router.context, req, res, chunk);
+        }
+    };
+}
+
+/// The routing logic of `Router`, with the context passed in.
+fn RouterCore(comptime Context: type, comptime options: Options) type {
+    return struct {
         /// What handlers receive as their first parameter.
         pub const ContextPtr = if (Context == void) void else *Context;
         /// A route handler after its middleware and error answer are applied.
         const Call = *const fn (context: ContextPtr, req: *Request, res: *Response) anyerror!void;
-
-        context: ContextPtr,
+        /// A route's body hooks.
+        const Hooks = struct {
+            on_head: ?*const fn (context: ContextPtr, req: *Request, res: *Response) anyerror!BodyAction,
+            on_body: *const fn (context: ContextPtr, req: *Request, res: *Response, chunk: []const u8) anyerror!void,
+        };
 
         const leaves = flatten(options.routes, "", &.{}).ok;
 
@@ -313,6 +398,10 @@ pub fn Router(comptime Context: type, comptime options: Options) type {
         const Entry = struct {
             pattern: Pattern,
             calls: [method_count]?Call,
+            hooks: [method_count]?Hooks,
+            /// The 405 or automatic OPTIONS answer, inside the middleware of the pattern's
+            /// first route (so a CORS middleware on a group sees its preflights).
+            fallback: Call,
             methods: MethodMask,
             /// `Allow` value for this entry alone.
             allow: []const u8,
@@ -324,12 +413,21 @@ pub fn Router(comptime Context: type, comptime options: Options) type {
             for (leaves) |leaf| {
                 const pattern = compilePattern(leaf.pattern).ok;
                 const call = wrapLeaf(leaf);
+                const hooks = wrapHooks(leaf);
                 const index: ?usize = for (list, 0..) |e, i| {
                     if (std.mem.eql(u8, e.pattern.shape, pattern.shape) and namesEqual(e.pattern, pattern)) break i;
                 } else null;
-                var entry: Entry = if (index) |i| list[i] else .{ .pattern = pattern, .calls = @splat(null), .methods = 0, .allow = "" };
+                var entry: Entry = if (index) |i| list[i] else .{
+                    .pattern = pattern,
+                    .calls = @splat(null),
+                    .hooks = @splat(null),
+                    .fallback = &Chain(leaf.middleware, &answerMethod).run,
+                    .methods = 0,
+                    .allow = "",
+                };
                 for (leaf.methods) |method| {
                     entry.calls[@backingInt(method)] = call;
+                    entry.hooks[@backingInt(method)] = hooks;
                     entry.methods |= methodBit(method);
                 }
                 if (index) |i| {
@@ -359,7 +457,13 @@ pub fn Router(comptime Context: type, comptime options: Options) type {
             break :blk &final;
         };
 
-        const params_max = blk: {
+        /// Whether some route receives its body in pieces.
+        pub const streams = blk: {
+            for (leaves) |leaf| if (leaf.handler.Hooks != void) break :blk true;
+            break :blk false;
+        };
+
+        pub const params_max = blk: {
             var max: usize = 0;
             for (entries) |e| max = @max(max, e.pattern.param_count);
             break :blk max;
@@ -406,6 +510,51 @@ pub fn Router(comptime Context: type, comptime options: Options) type {
             return function(req, res);
         }
 
+        /// The body hooks of `leaf`, if its handler is a type with them.
+        fn wrapHooks(comptime leaf: Leaf) ?Hooks {
+            const H = leaf.handler.Hooks;
+            if (H == void) return null;
+            const with_context = Context != void;
+            const ctx = if (with_context) "ctx: *" ++ @typeName(Context) ++ ", " else "";
+            const base: usize = if (with_context) 1 else 0;
+            if (@typeInfo(@TypeOf(H.onBody)).@"fn".param_types.len != base + 3)
+                @compileError("saker.Router: " ++ @typeName(H) ++ ".onBody must be `fn (" ++ ctx ++
+                    "req: *saker.Request, res: *saker.Response, chunk: []const u8) !void`");
+            if (@hasDecl(H, "onHead") and @typeInfo(@TypeOf(H.onHead)).@"fn".param_types.len != base + 2)
+                @compileError("saker.Router: " ++ @typeName(H) ++ ".onHead must be `fn (" ++ ctx ++
+                    "req: *saker.Request, res: *saker.Response) !saker.BodyAction`");
+            const Adapters = struct {
+                fn onHead(context: ContextPtr, req: *Request, res: *Response) anyerror!BodyAction {
+                    return if (with_context) H.onHead(context, req, res) else H.onHead(req, res);
+                }
+                fn onBody(context: ContextPtr, req: *Request, res: *Response, chunk: []const u8) anyerror!void {
+                    return if (with_context) H.onBody(context, req, res, chunk) else H.onBody(req, res, chunk);
+                }
+            };
+            return .{
+                .on_head = if (@hasDecl(H, "onHead")) &Adapters.onHead else null,
+                .on_body = &Adapters.onBody,
+            };
+        }
+
+        /// The body hooks of the route that will handle `req`, and its parameters (written to
+        /// `params`); null when that route has none (or no route matches).
+        pub fn findHooks(req: *const Request, params: *[params_max]Request.PathParam) ?struct { hooks: Hooks, param_count: usize } {
+            const method_index = @backingInt(req.method);
+            inline for (entries) |entry| {
+                if (match(entry.pattern.tokens, req.path, params)) {
+                    var index = method_index;
+                    if (entry.calls[index] == null and req.method == .HEAD) index = @backingInt(http.Method.GET);
+                    // The first pattern with the method handles the request, hooks or not.
+                    if (entry.calls[index] != null) {
+                        const hooks = entry.hooks[index] orelse return null;
+                        return .{ .hooks = hooks, .param_count = entry.pattern.param_count };
+                    }
+                }
+            }
+            return null;
+        }
+
         /// Runs `middleware` in order, then `final`.
         fn Chain(comptime middleware: []const type, comptime final: Call) type {
             return struct {
@@ -433,9 +582,9 @@ pub fn Router(comptime Context: type, comptime options: Options) type {
             };
         }
 
-        /// Server entry point: global middleware, then routing.
-        pub fn handle(router: *RouterOf, req: *Request, res: *Response) anyerror!void {
-            return Chain(options.middleware, &dispatch).run(router.context, req, res);
+        /// Global middleware, then routing.
+        pub fn handle(context: ContextPtr, req: *Request, res: *Response) anyerror!void {
+            return Chain(options.middleware, &dispatch).run(context, req, res);
         }
 
         fn dispatch(context: ContextPtr, req: *Request, res: *Response) anyerror!void {
@@ -444,6 +593,7 @@ pub fn Router(comptime Context: type, comptime options: Options) type {
             var allowed: MethodMask = 0;
             var allow: []const u8 = "";
             var matches: usize = 0;
+            var fallback: Call = &answerMethod;
             inline for (entries) |entry| {
                 if (match(entry.pattern.tokens, req.path, &params)) {
                     var call = entry.calls[method_index];
@@ -455,6 +605,7 @@ pub fn Router(comptime Context: type, comptime options: Options) type {
                     }
                     allowed |= entry.methods;
                     allow = entry.allow;
+                    if (matches == 0) fallback = entry.fallback;
                     matches += 1;
                 }
             }
@@ -469,9 +620,18 @@ pub fn Router(comptime Context: type, comptime options: Options) type {
                 var buffer: [allow_bytes_max]u8 = undefined;
                 allow = try res.arena.dupe(u8, writeAllow(&buffer, allowed | methodBit(.OPTIONS)));
             }
-            if (req.method == .OPTIONS) return answerOptions(res, allow);
             try res.header("Allow", allow);
-            return answer(res, .method_not_allowed, "405 Method Not Allowed\n");
+            return fallback(context, req, res);
+        }
+
+        /// 204 for OPTIONS, else 405; `Allow` is set already.
+        fn answerMethod(context: ContextPtr, req: *Request, res: *Response) anyerror!void {
+            _ = context;
+            if (req.method == .OPTIONS) {
+                res.status = .no_content;
+                return res.setBody("");
+            }
+            answer(res, .method_not_allowed, "405 Method Not Allowed\n");
         }
 
         fn answerOptions(res: *Response, allow: []const u8) Response.Error!void {
@@ -786,10 +946,16 @@ test "Router: groups and middleware order" {
     try run(.GET, "/admin", &l, &x);
     try std.testing.expectEqualStrings("global<>global;", l.text());
     try std.testing.expectEqual(http.Status.forbidden, x.response.status);
-    // Global middleware also wraps the router's own answers.
+    // 405 and automatic OPTIONS pass through the middleware of the path's route; 404 only
+    // through the global middleware.
     try run(.POST, "/api/items", &l, &x);
-    try std.testing.expectEqualStrings("global<>global;", l.text());
+    try std.testing.expectEqualStrings("global<auth<inner<>inner;>auth;>global;", l.text());
     try std.testing.expectEqual(http.Status.method_not_allowed, x.response.status);
+    try run(.OPTIONS, "/api/items", &l, &x);
+    try std.testing.expectEqualStrings("global<auth<inner<>inner;>auth;>global;", l.text());
+    try std.testing.expectEqual(http.Status.no_content, x.response.status);
+    try run(.GET, "/api/nothing", &l, &x);
+    try std.testing.expectEqualStrings("global<>global;", l.text());
 }
 
 test "Router: a ClientError becomes its 4xx answer; other errors propagate" {
@@ -835,4 +1001,63 @@ test "Router.validate: conflicts and bad patterns are named" {
         .get("/a/", f),
         .head("/a/:x", f),
     }));
+}
+
+const Upload = struct {
+    const State = struct { bytes: usize = 0, chunks: usize = 0 };
+
+    pub fn onHead(l: *Log, req: *Request, res: *Response) !BodyAction {
+        _ = res;
+        l.add("head {s};", .{req.param("name").?});
+        if (std.mem.eql(u8, req.param("name").?, "refuse")) return error.InvalidParameter;
+        const state = try req.arena.create(State);
+        state.* = .{};
+        req.user_data = state;
+        return .stream;
+    }
+
+    pub fn onBody(l: *Log, req: *Request, res: *Response, chunk: []const u8) !void {
+        _ = l;
+        _ = res;
+        const state: *State = @ptrCast(@alignCast(req.user_data.?));
+        state.bytes += chunk.len;
+        state.chunks += 1;
+    }
+
+    pub fn handle(l: *Log, req: *Request, res: *Response) !void {
+        const state: *State = @ptrCast(@alignCast(req.user_data.?));
+        l.add("done {s};", .{req.param("name").?});
+        try res.print("{d} bytes in {d} pieces", .{ state.bytes, state.chunks });
+    }
+};
+
+const StreamingRouter = Router(Log, .{ .routes = &.{
+    .post("/upload/:name", Upload),
+    .post("/form", handlers.index),
+} });
+
+test "Router: a route type receives its body piece by piece" {
+    comptime std.debug.assert(!@hasDecl(TestRouter, "onHead"));
+    var arena_state: std.heap.ArenaAllocator = .init(std.testing.allocator);
+    defer arena_state.deinit();
+    var l: Log = .{};
+    var router: StreamingRouter = .{ .context = &l };
+    var call: HandlerCall = undefined;
+    call.init(.{ .method = .POST, .target = "/upload/a.bin", .arena = arena_state.allocator() });
+    try std.testing.expectEqual(BodyAction.stream, try router.onHead(&call.request, &call.response));
+    for ([_][]const u8{ "abc", "de", "f" }) |chunk| try router.onBody(&call.request, &call.response, chunk);
+    try router.handle(&call.request, &call.response);
+    try std.testing.expectEqualStrings("6 bytes in 3 pieces", call.body());
+    try std.testing.expectEqualStrings("head a.bin;done a.bin;", l.text());
+
+    // Other routes, and paths without a route, are buffered as usual.
+    for ([_][]const u8{ "/form", "/nope", "/upload/x/y" }) |target| {
+        call.init(.{ .method = .POST, .target = target, .arena = arena_state.allocator() });
+        try std.testing.expectEqual(BodyAction.buffer, try router.onHead(&call.request, &call.response));
+    }
+    call.init(.{ .method = .PUT, .target = "/upload/a", .arena = arena_state.allocator() });
+    try std.testing.expectEqual(BodyAction.buffer, try router.onHead(&call.request, &call.response));
+
+    call.init(.{ .method = .POST, .target = "/upload/refuse", .arena = arena_state.allocator() });
+    try std.testing.expectError(error.InvalidParameter, router.onHead(&call.request, &call.response));
 }
