@@ -108,7 +108,17 @@ pub fn build(b: *std.Build) void {
         }),
         .filters = test_filters,
     });
-    for ([_]*std.Build.Step.Compile{ unit_tests, integration_tests, router_tests, bench_tests }) |t| {
+    const bench_router_tests = b.addTest(.{
+        .name = "bench-router",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("bench/router.zig"),
+            .target = target,
+            .optimize = optimize,
+            .imports = &.{.{ .name = "saker", .module = saker }},
+        }),
+        .filters = test_filters,
+    });
+    for ([_]*std.Build.Step.Compile{ unit_tests, integration_tests, router_tests, bench_tests, bench_router_tests }) |t| {
         const run = b.addRunArtifact(t);
         run.has_side_effects = true; // always run, so the summary counts every test
         test_step.dependOn(&run.step);
@@ -131,7 +141,21 @@ pub fn build(b: *std.Build) void {
     });
     const bench_run = b.addRunArtifact(bench_exe);
     bench_run.addPassthruArgs();
-    b.step("bench", "Run the micro-benchmarks (ReleaseFast)").dependOn(&bench_run.step);
+    const bench_step = b.step("bench", "Run the micro-benchmarks (ReleaseFast)");
+    bench_step.dependOn(&bench_run.step);
+    const bench_router_exe = b.addExecutable(.{
+        .name = "bench-router",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("bench/router.zig"),
+            .target = target,
+            .optimize = .ReleaseFast,
+            .imports = &.{.{ .name = "saker", .module = saker_fast }},
+        }),
+    });
+    const bench_router_run = b.addRunArtifact(bench_router_exe);
+    bench_router_run.addPassthruArgs();
+    bench_router_run.step.dependOn(&bench_run.step); // one benchmark at a time
+    bench_step.dependOn(&bench_router_run.step);
     const bench_install = b.addInstallArtifact(bench_exe, .{});
     b.step("bench-install", "Build the micro-benchmark binary").dependOn(&bench_install.step);
 

@@ -163,7 +163,7 @@ fn static(app: *App, req: *saker.Request, res: *saker.Response) !void {
 
 /// A relative path with no empty, "." or ".." segment and no NUL: it cannot leave the
 /// directory (symlinks in the last segment are refused by O_NOFOLLOW).
-fn safeName(name: []const u8) bool {
+pub fn safeName(name: []const u8) bool {
     if (name.len == 0 or std.mem.findScalar(u8, name, 0) != null) return false;
     var segments = std.mem.splitScalar(u8, name, '/');
     while (segments.next()) |segment| {
@@ -254,10 +254,4 @@ pub fn main(init: std.process.Init) !void {
     defer server.deinit();
     saker.cli.announce(init.io, config.host, server.port());
     try server.run();
-}
-
-test "arena: safe static names" {
-    for ([_][]const u8{ "a.css", "dir/b.js", "..a", "a..b" }) |name| try std.testing.expect(safeName(name));
-    for ([_][]const u8{ "", "..", "../x", "a/../b", "a//b", "/etc/passwd", "./a", "a/", "a\x00b" }) |name|
-        try std.testing.expect(!safeName(name));
 }

@@ -93,6 +93,12 @@ const ArenaFixture = struct {
 
 const ArenaServer = ServerThread(arena_example.Routes);
 
+test "arena: safe static names" {
+    for ([_][]const u8{ "a.css", "dir/b.js", "..a", "a..b" }) |name| try testing.expect(arena_example.safeName(name));
+    for ([_][]const u8{ "", "..", "../x", "a/../b", "a//b", "/etc/passwd", "./a", "a/", "a\x00b" }) |name|
+        try testing.expect(!arena_example.safeName(name));
+}
+
 test "arena: /baseline11 sums the query and the body (length, chunked, split)" {
     var fixture: ArenaFixture = undefined;
     try fixture.init();
