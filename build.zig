@@ -118,11 +118,39 @@ pub fn build(b: *std.Build) void {
         }),
         .filters = test_filters,
     });
-    for ([_]*std.Build.Step.Compile{ unit_tests, integration_tests, router_tests, bench_tests, bench_router_tests }) |t| {
+    const hardening_tests = b.addTest(.{
+        .name = "hardening",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("tests/hardening.zig"),
+            .target = target,
+            .optimize = optimize,
+            .imports = &.{
+                .{ .name = "saker", .module = saker },
+                .{ .name = "build_options", .module = options.createModule() },
+            },
+        }),
+        .filters = test_filters,
+    });
+    for ([_]*std.Build.Step.Compile{ unit_tests, integration_tests, router_tests, hardening_tests, bench_tests, bench_router_tests }) |t| {
         const run = b.addRunArtifact(t);
         run.has_side_effects = true; // always run, so the summary counts every test
         test_step.dependOn(&run.step);
     }
+
+    // Fuzzing: the fuzz targets alone, built for speed. `./zigw build fuzz --fuzz=1M`
+    // fuzzes; without --fuzz it replays the corpus.
+    const fuzz_tests = b.addTest(.{
+        .name = "fuzz",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("src/root.zig"),
+            .target = target,
+            .optimize = .ReleaseFast,
+        }),
+        .filters = &.{"fuzz:"},
+    });
+    const fuzz_run = b.addRunArtifact(fuzz_tests);
+    fuzz_run.has_side_effects = true;
+    b.step("fuzz", "Run the fuzz targets (add --fuzz=N to fuzz)").dependOn(&fuzz_run.step);
 
     // Micro-benchmarks: their own module graph, pinned to ReleaseFast.
     const saker_fast = b.createModule(.{

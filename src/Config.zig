@@ -16,6 +16,9 @@ port: u16 = 8080,
 workers: u16 = 0,
 /// How connections are driven.
 engine: EngineKind = .epoll,
+/// Processes serving the port (`Server.run` forks them and restarts any that crash);
+/// 1 serves in the calling process.
+processes: u16 = 1,
 /// Length of each listener's accept queue.
 backlog: u31 = 1024,
 
@@ -133,6 +136,7 @@ pub fn validate(config: *const Config, reason: *[]const u8) Error!void {
             .why = "workers must not exceed 1024",
         },
         .{ .ok = config.pool_threads >= 1, .why = "pool_threads must be at least 1" },
+        .{ .ok = config.processes >= 1 and config.processes <= 256, .why = "processes must be 1 to 256" },
         .{
             .ok = std.math.isPowerOfTwo(config.io_uring_recv_buffers) and config.io_uring_recv_buffers <= 32768,
             .why = "io_uring_recv_buffers must be a power of two, at most 32768",

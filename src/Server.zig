@@ -11,6 +11,7 @@ const Response = @import("Response.zig");
 const Worker = @import("Worker.zig");
 const Arena = @import("Arena.zig");
 const HandlerPool = @import("HandlerPool.zig");
+const Prefork = @import("Prefork.zig");
 const BodyAction = Worker.BodyAction;
 const engine = @import("engine.zig");
 const socket = engine.socket;
@@ -209,6 +210,9 @@ pub fn Server(comptime Handler: type) type {
 
         /// Serves until SIGINT or SIGTERM (or `stop`), then shuts down gracefully and returns.
         /// A second signal during the shutdown exits the process at once (status 1).
+        /// With `config.processes > 1` the process forks that many children which serve on the
+        /// shared port, restarts any that crash, and passes the signals on (see Prefork.zig);
+        /// call it before starting threads of your own.
         pub fn run(server: *ServerOfHandler) !void {
             var mask = posix.sigemptyset();
             posix.sigaddset(&mask, .INT);
@@ -220,7 +224,28 @@ pub fn Server(comptime Handler: type) type {
             defer posix.sigprocmask(linux.SIG.SETMASK, &old_mask, null);
             const signal_fd = try posix.signalfd(-1, &mask, linux.SFD.CLOEXEC);
             defer _ = linux.close(signal_fd);
+            if (server.config.processes > 1) {
+                try Prefork.run(server.gpa, server.config.processes, signal_fd, server.config.shutdown_timeout_ms, childMain, server);
+                return;
+            }
+            try server.runUntilSignal(signal_fd);
+        }
 
+        fn childMain(context: *anyopaque) u8 {
+            const server: *ServerOfHandler = @ptrCast(@alignCast(context));
+            // A fresh signalfd: the parent's is shared with it across fork.
+            var mask = posix.sigemptyset();
+            posix.sigaddset(&mask, .INT);
+            posix.sigaddset(&mask, .TERM);
+            const signal_fd = posix.signalfd(-1, &mask, linux.SFD.CLOEXEC) catch return 1;
+            server.runUntilSignal(signal_fd) catch |err| {
+                log.err("worker process failed: {t}", .{err});
+                return 1;
+            };
+            return 0;
+        }
+
+        fn runUntilSignal(server: *ServerOfHandler, signal_fd: linux.fd_t) !void {
             const threads = try server.start();
             defer server.gpa.free(threads);
             var fds = [_]posix.pollfd{

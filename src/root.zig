@@ -36,4 +36,5 @@ pub const BodyAction = Worker.BodyAction;
 
 test {
     std.testing.refAllDecls(@This());
+    _ = @import("fuzz.zig");
 }

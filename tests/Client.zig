@@ -12,6 +12,8 @@ fd: linux.fd_t,
 buffer: [64 * 1024]u8 = undefined,
 start: usize = 0,
 end: usize = 0,
+/// Bytes read from the socket so far.
+received_total: usize = 0,
 
 pub const Error = error{ ConnectFailed, SendFailed, ReadFailed, Timeout, Closed, BadResponse, OutOfMemory };
 
@@ -83,6 +85,7 @@ fn fill(client: *Client) Error!usize {
         switch (linux.errno(rc)) {
             .SUCCESS => {
                 client.end += rc;
+                client.received_total += rc;
                 return rc;
             },
             .INTR => continue,

@@ -426,6 +426,7 @@ fn spawnExample(path: []const u8, kind: saker.engine.Kind) !struct { child: std.
 test "SIGTERM: the request in flight is answered, then the process exits 0" {
     const io = testing.io;
     for (engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
         var started = try spawnExample(build_options.echo_exe, kind);
         var client = try Client.connect(started.port, 10_000);
         defer client.close();
@@ -671,4 +672,66 @@ test "handler pool: responses stream while the handler runs, and pipelining keep
             try expectBody(response, 200, try std.mem.print(&expected, "fast /p{d}", .{i}));
         }
     }
+}
+
+fn childPids(parent: linux.pid_t, out: []linux.pid_t) ![]linux.pid_t {
+    var path: [64]u8 = undefined;
+    const file_path = try std.mem.print(&path, "/proc/{d}/task/{d}/children", .{ parent, parent });
+    var buffer: [256]u8 = undefined;
+    const text = std.Io.Dir.cwd().readFile(testing.io, file_path, &buffer) catch return out[0..0];
+    var n: usize = 0;
+    var it = std.mem.tokenizeScalar(u8, text, ' ');
+    while (it.next()) |field| : (n += 1) {
+        if (n == out.len) break;
+        out[n] = try std.fmt.parseInt(linux.pid_t, std.mem.trim(u8, field, " \n"), 10);
+    }
+    return out[0..n];
+}
+
+test "processes: children serve the port, a crashed one is replaced, SIGTERM stops all" {
+    const io = testing.io;
+    var child = try std.process.spawn(io, .{
+        .argv = &.{ build_options.echo_exe, "--port", "0", "--processes", "2", "--workers", "1" },
+        .stdout = .pipe,
+        .stderr = .ignore,
+    });
+    var buffer: [256]u8 = undefined;
+    var reader = child.stdout.?.readerStreaming(io, &buffer);
+    const line = try reader.interface.takeDelimiterExclusive('\n');
+    const port = try std.fmt.parseInt(u16, line["listening on http://127.0.0.1:".len..], 10);
+    const parent = child.id.?;
+
+    var pids_buffer: [8]linux.pid_t = undefined;
+    var pids = try childPids(parent, &pids_buffer);
+    for (0..100) |_| {
+        if (pids.len == 2) break;
+        sleepMs(20);
+        pids = try childPids(parent, &pids_buffer);
+    }
+    try testing.expectEqual(@as(usize, 2), pids.len);
+    for (0..4) |_| {
+        const response = try Client.fetch(testing.allocator, port, "GET /p HTTP/1.1\r\nHost: t\r\n\r\n");
+        defer response.deinit(testing.allocator);
+        try testing.expectEqual(@as(u16, 200), response.status);
+    }
+    const victim = pids[0];
+    _ = linux.kill(victim, linux.SIG.KILL);
+    var replaced = false;
+    for (0..200) |_| {
+        sleepMs(20);
+        const now = try childPids(parent, &pids_buffer);
+        if (now.len == 2 and std.mem.findScalar(linux.pid_t, now, victim) == null) {
+            replaced = true;
+            break;
+        }
+    }
+    try testing.expect(replaced);
+    const response = try Client.fetch(testing.allocator, port, "GET /after HTTP/1.1\r\nHost: t\r\n\r\n");
+    defer response.deinit(testing.allocator);
+    try testing.expectEqual(@as(u16, 200), response.status);
+
+    _ = linux.kill(parent, linux.SIG.TERM);
+    const term = try child.wait(io);
+    try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, term);
+    try testing.expectError(error.ConnectFailed, Client.connect(port, 1000));
 }

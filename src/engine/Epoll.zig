@@ -41,6 +41,7 @@ const events_max = 256;
 /// Connections accepted per loop iteration before other work gets a turn.
 const accepts_per_round = 64;
 const listener_tag: u64 = std.math.maxInt(u64);
+const connection_events = linux.EPOLL.IN | linux.EPOLL.RDHUP | linux.EPOLL.ET;
 const wake_tag: u64 = std.math.maxInt(u64) - 1;
 const completion_tag: u64 = std.math.maxInt(u64) - 2;
 
@@ -55,6 +56,9 @@ const Slot = struct {
     readable: bool,
     /// Whether a write might find room.
     writable: bool,
+    /// Whether EPOLLOUT is in the registration (only while a write is waiting for room:
+    /// otherwise every ACK would wake the loop for nothing).
+    watching_out: bool,
     /// The peer closed its side (EPOLLRDHUP): keep reading until EOF is seen.
     peer_closed: bool,
 };
@@ -197,11 +201,12 @@ fn onAccept(loop: *Epoll, fd: linux.fd_t) void {
     slot.fd = fd;
     slot.readable = false;
     slot.writable = true;
+    slot.watching_out = false;
     slot.peer_closed = false;
     slot.connection = .init(loop.worker);
     const index: u32 = @intCast(slot - loop.slots.ptr);
     const data = @as(u64, slot.generation) << 32 | index;
-    add(loop.epoll_fd, fd, linux.EPOLL.IN | linux.EPOLL.OUT | linux.EPOLL.RDHUP | linux.EPOLL.ET, data) catch {
+    add(loop.epoll_fd, fd, connection_events, data) catch {
         loop.closeSlot(slot);
         return;
     };
@@ -274,6 +279,10 @@ fn drive(loop: *Epoll, slot: *Slot) void {
     for (0..1_000_000) |_| {
         switch (c.next()) {
             .recv => {
+                if (slot.watching_out) {
+                    loop.watch(slot, connection_events);
+                    continue;
+                }
                 if (!slot.readable) return;
                 const buffer = c.recvBuffer() orelse return loop.closeSlot(slot);
                 const n = socket.recv(slot.fd, buffer) catch |err| switch (err) {
@@ -295,10 +304,7 @@ fn drive(loop: *Epoll, slot: *Slot) void {
             .send => |iovecs| {
                 if (!slot.writable) return;
                 const n = socket.writev(slot.fd, iovecs) catch |err| switch (err) {
-                    error.WouldBlock => {
-                        slot.writable = false;
-                        return;
-                    },
+                    error.WouldBlock => return loop.waitWritable(slot),
                     error.Interrupted => continue,
                     error.ConnectionLost, error.Unexpected => {
                         c.onError();
@@ -310,10 +316,7 @@ fn drive(loop: *Epoll, slot: *Slot) void {
             .send_file => |file| {
                 if (!slot.writable) return;
                 const n = socket.sendfile(slot.fd, file.fd, file.offset, file.len) catch |err| switch (err) {
-                    error.WouldBlock => {
-                        slot.writable = false;
-                        return;
-                    },
+                    error.WouldBlock => return loop.waitWritable(slot),
                     error.Interrupted => continue,
                     error.ConnectionLost, error.Unexpected => {
                         c.onError();
@@ -338,12 +341,37 @@ fn drive(loop: *Epoll, slot: *Slot) void {
     loop.closeSlot(slot);
 }
 
+/// The socket is full: ask for EPOLLOUT until it has room again.
+fn waitWritable(loop: *Epoll, slot: *Slot) void {
+    slot.writable = false;
+    if (!slot.watching_out) loop.watch(slot, connection_events | linux.EPOLL.OUT);
+}
+
+/// Changes the events the connection is registered for.
+fn watch(loop: *Epoll, slot: *Slot, events: u32) void {
+    const index: u32 = @intCast(slot - loop.slots.ptr);
+    var event: linux.epoll_event = .{
+        .events = events,
+        .data = .{ .u64 = @as(u64, slot.generation) << 32 | index },
+    };
+    const rc = linux.epoll_ctl(loop.epoll_fd, linux.EPOLL.CTL_MOD, slot.fd, &event);
+    slot.watching_out = events & linux.EPOLL.OUT != 0;
+    if (linux.errno(rc) != .SUCCESS) slot.connection.onError();
+}
+
 /// Applies timeouts (and, while draining, closes connections that went idle).
 fn sweep(loop: *Epoll) void {
     const now = loop.worker.now_ms;
     for (loop.slots[0..loop.slots_touched]) |*slot| {
         if (!slot.in_use) continue;
-        if (loop.draining) slot.connection.drain();
+        if (loop.draining and slot.connection.phase == .idle) {
+            // Idle means nothing to read now, not merely nothing read yet: a request may be
+            // waiting in the socket.
+            slot.readable = true;
+            loop.drive(slot);
+            if (!slot.in_use) continue;
+            slot.connection.drain();
+        }
         if (now >= slot.connection.deadline()) slot.connection.onTimeout();
         loop.drive(slot);
     }

@@ -41,8 +41,10 @@ tick: linux.kernel_timespec,
 const none = std.math.maxInt(u32);
 /// Completions handled per batch.
 const completions_max = 256;
+/// How long accepting pauses when the process is out of file descriptors.
+const accept_pause: linux.kernel_timespec = .{ .sec = 0, .nsec = 100 * std.time.ns_per_ms };
 
-const Op = enum(u8) { accept, recv, send, poll_in, poll_out, wake, tick, completions };
+const Op = enum(u8) { accept, accept_resume, recv, send, poll_in, poll_out, wake, tick, completions, cancel };
 
 const UserData = packed struct(u64) {
     index: u32,
@@ -64,6 +66,8 @@ const Slot = struct {
     wait_writable: bool,
     /// The connection is done; the socket closes once no operation is in flight.
     closing: bool,
+    /// A cancel for the armed receive was submitted (shutdown of an idle connection).
+    cancel_sent: bool,
     /// Data received into a ring buffer that the connection has not taken yet.
     pending: ?Pending,
 
@@ -257,8 +261,10 @@ fn complete(loop: *IoUring, cqe: linux.io_uring_cqe) !void {
     const data: UserData = @bitCast(cqe.user_data);
     switch (data.op) {
         .accept => try loop.onAccept(cqe),
+        .accept_resume => if (!loop.draining and !loop.accept_armed) try loop.armAccept(),
         .wake => loop.beginDrain(),
         .completions => try loop.onCompletions(),
+        .cancel => {}, // the canceled receive reports itself
         .tick => {
             loop.sweep();
             try loop.armTick();
@@ -285,13 +291,24 @@ fn complete(loop: *IoUring, cqe: linux.io_uring_cqe) !void {
 }
 
 fn onAccept(loop: *IoUring, cqe: linux.io_uring_cqe) !void {
+    const out_of_resources = switch (cqe.err()) {
+        .MFILE, .NFILE, .NOBUFS, .NOMEM => true,
+        else => false,
+    };
     if (cqe.flags & linux.IORING_CQE_F_MORE == 0) {
         loop.accept_armed = false;
-        if (!loop.draining) try loop.armAccept();
+        if (loop.draining) {
+            // The listener is closed.
+        } else if (out_of_resources) {
+            // Retrying at once would spin while the fd table is full: wait, keep serving.
+            const entry = try loop.sqe();
+            entry.prep_timeout(&accept_pause, 0, 0);
+            entry.user_data = userData(.accept_resume, 0, 0);
+        } else try loop.armAccept();
     }
     if (cqe.res < 0) {
         switch (cqe.err()) {
-            .MFILE, .NFILE, .NOBUFS, .NOMEM => log.warn("accept: out of file descriptors or memory", .{}),
+            .MFILE, .NFILE, .NOBUFS, .NOMEM => log.warn("accept: out of file descriptors or memory; pausing accepts for 100 ms", .{}),
             .CANCELED, .CONNABORTED, .INTR => {},
             else => |err| log.warn("accept: E.{t}", .{err}),
         }
@@ -307,6 +324,7 @@ fn onAccept(loop: *IoUring, cqe: linux.io_uring_cqe) !void {
     slot.wait_readable = false;
     slot.wait_writable = false;
     slot.closing = false;
+    slot.cancel_sent = false;
     slot.pending = null;
     slot.connection = .init(loop.worker);
     if (loop.draining) {
@@ -376,7 +394,8 @@ fn onRecv(loop: *IoUring, slot: *Slot, cqe: linux.io_uring_cqe) void {
         },
         .NOBUFS => loop.recvDirect(slot),
         .AGAIN => slot.wait_readable = true,
-        .INTR, .CANCELED => {},
+        .CANCELED => if (loop.draining) c.drain(),
+        .INTR => {},
         else => c.onError(),
     }
 }
@@ -497,6 +516,13 @@ fn armSend(loop: *IoUring, slot: *Slot, iovecs: []const std.posix.iovec_const) !
     slot.send_armed = true;
 }
 
+fn cancelRecv(loop: *IoUring, slot: *Slot) !void {
+    const entry = try loop.sqe();
+    entry.prep_cancel(userData(.recv, loop.index(slot), slot.generation), 0);
+    entry.user_data = userData(.cancel, loop.index(slot), slot.generation);
+    slot.cancel_sent = true;
+}
+
 fn armPoll(loop: *IoUring, slot: *Slot, op: Op) !void {
     const entry = try loop.sqe();
     entry.prep_poll_add(slot.fd, if (op == .poll_in) linux.POLL.IN else linux.POLL.OUT);
@@ -509,7 +535,15 @@ fn sweep(loop: *IoUring) void {
     const now = loop.worker.now_ms;
     for (loop.slots[0..loop.slots_touched]) |*slot| {
         if (!slot.in_use or slot.closing) continue;
-        if (loop.draining and slot.pending == null) slot.connection.drain();
+        if (loop.draining and slot.connection.phase == .idle and slot.pending == null) {
+            // A request may already be on its way into the armed receive: cancel it and
+            // decide when it completes (with data, or canceled).
+            if (slot.recv_armed) {
+                if (!slot.cancel_sent) loop.cancelRecv(slot) catch {};
+                continue;
+            }
+            slot.connection.drain();
+        }
         if (now >= slot.connection.deadline()) slot.connection.onTimeout();
         loop.drive(slot);
     }
