@@ -8,7 +8,7 @@
 //! -Doptimize=debug|safe|fast|small is honoured by everything but `bench`.
 const std = @import("std");
 
-const examples = [_][]const u8{ "hello", "counter", "echo" };
+const examples = [_][]const u8{ "hello", "counter", "echo", "router", "arena" };
 
 pub fn build(b: *std.Build) void {
     const target = b.standardTargetOptions(.{});
@@ -73,11 +73,45 @@ pub fn build(b: *std.Build) void {
         }),
         .filters = test_filters,
     });
+    // The router and its examples over real sockets; the examples are imported as modules.
+    const fixtures = b.addOptions();
+    fixtures.addOptionPath("dataset", b.path("tests/data/httparena-dataset.json"));
+    const router_tests = b.addTest(.{
+        .name = "integration-router",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("tests/router.zig"),
+            .target = target,
+            .optimize = optimize,
+            .imports = &.{
+                .{ .name = "saker", .module = saker },
+                .{ .name = "fixtures", .module = fixtures.createModule() },
+                .{ .name = "arena_example", .module = b.createModule(.{
+                    .root_source_file = b.path("examples/arena.zig"),
+                    .imports = &.{.{ .name = "saker", .module = saker }},
+                }) },
+                .{ .name = "router_example", .module = b.createModule(.{
+                    .root_source_file = b.path("examples/router.zig"),
+                    .imports = &.{.{ .name = "saker", .module = saker }},
+                }) },
+            },
+        }),
+        .filters = test_filters,
+    });
     // The micro-benchmarks' input and output checked once (correctness, never timing).
     const bench_tests = b.addTest(.{
         .name = "bench-micro",
         .root_module = b.createModule(.{
             .root_source_file = b.path("bench/micro.zig"),
+            .target = target,
+            .optimize = optimize,
+            .imports = &.{.{ .name = "saker", .module = saker }},
+        }),
+        .filters = test_filters,
+    });
+    const bench_router_tests = b.addTest(.{
+        .name = "bench-router",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("bench/router.zig"),
             .target = target,
             .optimize = optimize,
             .imports = &.{.{ .name = "saker", .module = saker }},
@@ -97,7 +131,7 @@ pub fn build(b: *std.Build) void {
         }),
         .filters = test_filters,
     });
-    for ([_]*std.Build.Step.Compile{ unit_tests, integration_tests, hardening_tests, bench_tests }) |t| {
+    for ([_]*std.Build.Step.Compile{ unit_tests, integration_tests, router_tests, hardening_tests, bench_tests, bench_router_tests }) |t| {
         const run = b.addRunArtifact(t);
         run.has_side_effects = true; // always run, so the summary counts every test
         test_step.dependOn(&run.step);
@@ -135,7 +169,21 @@ pub fn build(b: *std.Build) void {
     });
     const bench_run = b.addRunArtifact(bench_exe);
     bench_run.addPassthruArgs();
-    b.step("bench", "Run the micro-benchmarks (ReleaseFast)").dependOn(&bench_run.step);
+    const bench_step = b.step("bench", "Run the micro-benchmarks (ReleaseFast)");
+    bench_step.dependOn(&bench_run.step);
+    const bench_router_exe = b.addExecutable(.{
+        .name = "bench-router",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("bench/router.zig"),
+            .target = target,
+            .optimize = .ReleaseFast,
+            .imports = &.{.{ .name = "saker", .module = saker_fast }},
+        }),
+    });
+    const bench_router_run = b.addRunArtifact(bench_router_exe);
+    bench_router_run.addPassthruArgs();
+    bench_router_run.step.dependOn(&bench_run.step); // one benchmark at a time
+    bench_step.dependOn(&bench_router_run.step);
     const bench_install = b.addInstallArtifact(bench_exe, .{});
     b.step("bench-install", "Build the micro-benchmark binary").dependOn(&bench_install.step);
 

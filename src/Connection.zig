@@ -19,6 +19,7 @@ const Response = @import("Response.zig");
 const RequestParser = @import("http1/RequestParser.zig");
 const ChunkedDecoder = @import("http1/ChunkedDecoder.zig");
 const ResponseHead = @import("http1/ResponseHead.zig");
+const client_error = @import("client_error.zig");
 
 const log = std.log.scoped(.saker);
 
@@ -697,12 +698,19 @@ fn finishExternal(c: *Connection, x: *Exchange, state: Exchange.ExternalState) v
 }
 
 fn handlerFailed(c: *Connection, x: *Exchange, err: anyerror) void {
-    log.warn("handler failed on {s} {s}: {t}", .{ x.request.method.name(), x.request.path, err });
+    // Bad input the handler refused (`ClientError`) is the client's fault: its 4xx, not 500.
+    const reply = client_error.answer(err);
+    if (reply == null) {
+        log.warn("handler failed on {s} {s}: {t}", .{ x.request.method.name(), x.request.path, err });
+    } else {
+        log.debug("handler refused {s} {s}: {t}", .{ x.request.method.name(), x.request.path, err });
+    }
     if (x.response.streaming) {
         // The head is out; the only honest signal left is an incomplete body.
         c.close_after_send = true;
         return;
     }
+    if (reply) |r| return c.fail(r.status, r.reason);
     c.fail(.internal_server_error, "the handler failed");
 }
 

@@ -53,6 +53,9 @@ const TestHandler = struct {
         } else if (std.mem.eql(u8, path, "/fail")) {
             try res.writeAll("partial");
             return error.Boom;
+        } else if (std.mem.eql(u8, path, "/refuse")) {
+            try res.writeAll("partial");
+            return error.InvalidJson;
         } else if (std.mem.eql(u8, path, "/big")) {
             const n = try std.fmt.parseInt(usize, req.query().get("n").?, 10);
             for (0..n) |i| try res.writer().writeByte(@intCast('a' + i % 26));
@@ -264,6 +267,12 @@ test "Connection: a handler error is a 500 and a close" {
     try expectExchange(.{}, "GET /fail HTTP/1.1\r\nHost: a\r\n\r\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 500 Internal Server Error\r\n" ++ date ++
         "Content-Type: text/plain; charset=utf-8\r\nContent-Length: 46\r\nConnection: close\r\n\r\n" ++
         "500 Internal Server Error: the handler failed\n");
+}
+
+test "Connection: a ClientError from a handler is its 4xx and a close" {
+    try expectExchange(.{}, "POST /refuse HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\n{", "HTTP/1.1 400 Bad Request\r\n" ++ date ++
+        "Content-Type: text/plain; charset=utf-8\r\nContent-Length: 35\r\nConnection: close\r\n\r\n" ++
+        "400 Bad Request: invalid JSON body\n");
 }
 
 fn expectStatus(config: Config, input: []const u8, comptime status_line: []const u8) !void {

@@ -115,8 +115,8 @@ pub fn readExact(client: *Client, gpa: std.mem.Allocator, len: usize) Error![]u8
     return out;
 }
 
-/// Reads up to and including the next CRLF.
-fn readLine(client: *Client) Error![]const u8 {
+/// Reads up to and including the next CRLF; the line is valid until the next read.
+pub fn readLine(client: *Client) Error![]const u8 {
     while (true) {
         if (std.mem.find(u8, client.buffered(), "\r\n")) |i| {
             const line = client.buffered()[0 .. i + 2];
