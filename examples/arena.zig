@@ -252,6 +252,5 @@ pub fn main(init: std.process.Init) !void {
     var routes: Routes = .{ .context = &app };
     var server = try saker.Server(Routes).init(init.gpa, &routes, config);
     defer server.deinit();
-    saker.cli.announce(init.io, config.host, server.port());
-    try server.run();
+    try saker.cli.run(init.io, &server, config.host);
 }

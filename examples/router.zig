@@ -166,6 +166,5 @@ pub fn main(init: std.process.Init) !void {
     var routes: Routes = .{ .context = {} };
     var server = try saker.Server(Routes).init(init.gpa, &routes, config);
     defer server.deinit();
-    saker.cli.announce(init.io, config.host, server.port());
-    try server.run();
+    try saker.cli.run(init.io, &server, config.host);
 }

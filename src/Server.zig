@@ -214,6 +214,23 @@ pub fn Server(comptime Handler: type) type {
         /// shared port, restarts any that crash, and passes the signals on (see Prefork.zig);
         /// call it before starting threads of your own.
         pub fn run(server: *ServerOfHandler) !void {
+            return server.runWith(.{});
+        }
+
+        /// What `runWith` does besides serving.
+        pub const RunOptions = struct {
+            /// Called once SIGINT/SIGTERM are caught (a signal can no longer kill the process
+            /// by default) and the server is about to serve: the moment to announce the port.
+            ready: ?Ready = null,
+
+            pub const Ready = struct {
+                context: ?*anyopaque,
+                call: *const fn (context: ?*anyopaque, port: u16) void,
+            };
+        };
+
+        /// `run`, with `options.ready` called when the server is ready.
+        pub fn runWith(server: *ServerOfHandler, options: RunOptions) !void {
             var mask = posix.sigemptyset();
             posix.sigaddset(&mask, .INT);
             posix.sigaddset(&mask, .TERM);
@@ -224,6 +241,7 @@ pub fn Server(comptime Handler: type) type {
             defer posix.sigprocmask(linux.SIG.SETMASK, &old_mask, null);
             const signal_fd = try posix.signalfd(-1, &mask, linux.SFD.CLOEXEC);
             defer _ = linux.close(signal_fd);
+            if (options.ready) |ready| ready.call(ready.context, server.bound_port);
             if (server.config.processes > 1) {
                 try Prefork.run(server.gpa, server.config.processes, signal_fd, server.config.shutdown_timeout_ms, childMain, server);
                 return;

@@ -114,6 +114,22 @@ fn printTo(io: std.Io, file: std.Io.File, text: []const u8) void {
     writer.interface.flush() catch return;
 }
 
+/// Runs `server` (a `saker.Server(H)`) until SIGINT/SIGTERM, printing the
+/// `listening on http://HOST:PORT` line once signals are caught: a script that reads the line
+/// and then sends SIGTERM always gets a graceful shutdown.
+pub fn run(io: std.Io, server: anytype, host: []const u8) !void {
+    const Context = struct {
+        io: std.Io,
+        host: []const u8,
+        fn call(context: ?*anyopaque, port: u16) void {
+            const self: *@This() = @ptrCast(@alignCast(context.?));
+            announce(self.io, self.host, port);
+        }
+    };
+    var context: Context = .{ .io = io, .host = host };
+    try server.runWith(.{ .ready = .{ .context = &context, .call = Context.call } });
+}
+
 /// Prints `listening on http://HOST:PORT` on stdout, flushed at once, so scripts can read the
 /// real port.
 pub fn announce(io: std.Io, host: []const u8, port: u16) void {
