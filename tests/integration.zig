@@ -441,7 +441,9 @@ test "SIGTERM: the request in flight is answered, then the process exits 0" {
         defer response.deinit(testing.allocator);
         try testing.expectEqual(@as(u16, 200), response.status);
         try testing.expect(std.mem.find(u8, response.body, "\"body\":\"helloworld\"") != null);
-        try testing.expectEqualStrings("close", response.header("Connection").?);
+        // Usually `Connection: close`; if the loop answered before it saw the signal, the
+        // connection is closed right after, idle. Either way it ends.
+        try testing.expect(try client.isClosed());
         const term = try started.child.wait(io);
         try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, term);
         try testing.expectError(error.ConnectFailed, Client.connect(started.port, 1000));
