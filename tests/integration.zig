@@ -262,6 +262,26 @@ test "every error status is followed by a close, and the server goes on serving"
     }
 }
 
+test "a 60 KiB head borrows a large buffer and is answered" {
+    for (engines) |kind| {
+        const running = try Running.start(kind, .{});
+        defer running.stop();
+        var client = try Client.connect(running.port(), 10_000);
+        defer client.close();
+        const cookie = try testing.allocator.alloc(u8, 60 * 1024);
+        defer testing.allocator.free(cookie);
+        @memset(cookie, 'c');
+        const request = try std.fmt.allocPrint(testing.allocator, "GET /echo HTTP/1.1\r\nHost: t\r\nCookie: {s}\r\n\r\n", .{cookie});
+        defer testing.allocator.free(request);
+        for (0..2) |_| {
+            try client.send(request);
+            const response = try client.readResponse(testing.allocator, .{});
+            defer response.deinit(testing.allocator);
+            try expectBody(response, 200, "GET /echo body=");
+        }
+    }
+}
+
 test "a handler error is a 500 and a close" {
     for (engines) |kind| {
         const running = try Running.start(kind, .{});
