@@ -133,13 +133,16 @@ pub fn run(io: std.Io, server: anytype, host: []const u8) !void {
 /// Prints `listening on http://HOST:PORT` on stdout, flushed at once, so scripts can read the
 /// real port.
 pub fn announce(io: std.Io, host: []const u8, port: u16) void {
-    var buffer: [128]u8 = undefined;
+    var buffer: [256]u8 = undefined;
+    var writer: std.Io.File.Writer = .initStreaming(.stdout(), io, &buffer);
+    const w = &writer.interface;
     const is_ip6 = std.mem.findScalar(u8, host, ':') != null;
-    const line = if (is_ip6)
-        std.mem.print(&buffer, "listening on http://[{s}]:{d}\n", .{ host, port }) catch unreachable
+    const written = if (is_ip6)
+        w.print("listening on http://[{s}]:{d}\n", .{ host, port })
     else
-        std.mem.print(&buffer, "listening on http://{s}:{d}\n", .{ host, port }) catch unreachable;
-    printTo(io, .stdout(), line);
+        w.print("listening on http://{s}:{d}\n", .{ host, port });
+    written catch return;
+    w.flush() catch return;
 }
 
 test "applyServerFlag: values, errors and unknown flags" {
