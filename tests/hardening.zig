@@ -327,3 +327,99 @@ test "shutdown under load: every request read is answered, then the process exit
         try testing.expectEqual(@as(usize, 8), total.refused); // every client ended refused
     }
 }
+
+test "slowhttptest: slowloris, slow body and slow read leave the service available" {
+    const io = testing.io;
+    for ([_][]const u8{ "epoll", "io_uring" }) |engine_name| {
+        for ([_][]const u8{ "-H", "-B", "-X" }) |mode| {
+            errdefer std.debug.print("engine {s}, slowhttptest {s}\n", .{ engine_name, mode });
+            var child = try std.process.spawn(io, .{
+                .argv = &.{ build_options.echo_exe, "--port", "0", "--workers", "1", "--engine", engine_name },
+                .stdout = .pipe,
+                .stderr = .ignore,
+            });
+            defer {
+                _ = linux.kill(child.id.?, linux.SIG.TERM);
+                _ = child.wait(io) catch {};
+            }
+            var buffer: [256]u8 = undefined;
+            var reader = child.stdout.?.readerStreaming(io, &buffer);
+            const line = try reader.interface.takeDelimiterExclusive('\n');
+            const url = try std.fmt.allocPrint(testing.allocator, "{s}/", .{line["listening on ".len..]});
+            defer testing.allocator.free(url);
+            var prefix_buffer: [64]u8 = undefined;
+            const prefix = try std.mem.print(&prefix_buffer, "/tmp/saker-slowhttptest-{d}", .{linux.getpid()});
+            // 500 attacking connections for 8 s, the probe waiting at most 3 s for an answer.
+            const result = std.process.run(testing.allocator, io, .{ .argv = &.{
+                "slowhttptest", mode, "-c", "500", "-r", "250", "-i", "2",  "-l",   "8",
+                "-p",           "3",  "-k", "3",   "-u", url,   "-g", "-o", prefix,
+            } }) catch |err| {
+                std.debug.print("slowhttptest could not run ({t}); .ci/run installs it\n", .{err});
+                return err;
+            };
+            defer testing.allocator.free(result.stdout);
+            defer testing.allocator.free(result.stderr);
+            var csv_path: [96]u8 = undefined;
+            var csv_buffer: [16 * 1024]u8 = undefined;
+            const csv = try std.Io.Dir.cwd().readFile(io, try std.mem.print(&csv_path, "{s}.csv", .{prefix}), &csv_buffer);
+            var lines = std.mem.tokenizeScalar(u8, csv, '\n');
+            _ = lines.next(); // Seconds,Closed,Pending,Connected,Service Available
+            var rows: usize = 0;
+            while (lines.next()) |row| : (rows += 1) {
+                const available = row[std.mem.findScalarLast(u8, row, ',').? + 1 ..];
+                errdefer std.debug.print("unavailable at: {s}\n", .{row});
+                try testing.expect(!std.mem.eql(u8, std.mem.trim(u8, available, " \r"), "0"));
+            }
+            try testing.expect(rows >= 5);
+        }
+    }
+}
+
+fn rssKib(pid: linux.pid_t) !u64 {
+    var path: [64]u8 = undefined;
+    var buffer: [4096]u8 = undefined;
+    const text = try std.Io.Dir.cwd().readFile(testing.io, try std.mem.print(&path, "/proc/{d}/status", .{pid}), &buffer);
+    const at = std.mem.find(u8, text, "VmRSS:") orelse return error.NoRss;
+    var fields = std.mem.tokenizeAny(u8, text[at + "VmRSS:".len ..], " \t\n");
+    return std.fmt.parseInt(u64, fields.next().?, 10);
+}
+
+fn soak(port: u16, requests: usize) !void {
+    var client = try Client.connect(port, 10_000);
+    defer client.close();
+    const batch = 16;
+    var pipelined: [batch * 64]u8 = undefined;
+    var len: usize = 0;
+    for (0..batch) |i| len += (try std.mem.print(pipelined[len..], "POST /s{d} HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc", .{i % 10})).len;
+    for (0..requests / batch) |_| {
+        try client.send(pipelined[0..len]);
+        for (0..batch) |_| (try client.readResponse(testing.allocator, .{})).deinit(testing.allocator);
+    }
+}
+
+test "soak: memory does not grow over a long keep-alive run" {
+    const io = testing.io;
+    for ([_][]const u8{ "epoll", "io_uring", "thread_per_connection" }) |engine_name| {
+        errdefer std.debug.print("engine {s}\n", .{engine_name});
+        var child = try std.process.spawn(io, .{
+            .argv = &.{ build_options.echo_exe, "--port", "0", "--workers", "1", "--engine", engine_name },
+            .stdout = .pipe,
+            .stderr = .ignore,
+        });
+        defer {
+            _ = linux.kill(child.id.?, linux.SIG.TERM);
+            _ = child.wait(io) catch {};
+        }
+        var buffer: [256]u8 = undefined;
+        var reader = child.stdout.?.readerStreaming(io, &buffer);
+        const line = try reader.interface.takeDelimiterExclusive('\n');
+        const port = try std.fmt.parseInt(u16, line["listening on http://127.0.0.1:".len..], 10);
+        // Warm up, then two equal rounds: whatever the first needed, the second must reuse.
+        for (0..4) |_| try soak(port, 2_000);
+        const after_first = try rssKib(child.id.?);
+        for (0..4) |_| try soak(port, 20_000);
+        const after_second = try rssKib(child.id.?);
+        errdefer std.debug.print("RSS {d} KiB, then {d} KiB\n", .{ after_first, after_second });
+        try testing.expect(after_second <= after_first + 256);
+    }
+}
