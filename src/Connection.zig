@@ -764,8 +764,19 @@ fn finishResponse(c: *Connection, x: *Exchange) void {
             }
         },
         .bytes => |bytes| {
+            const body_len = if (send_body) bytes.len else 0;
+            if (body_len <= Exchange.copy_body_max) {
+                // Small bodies are copied behind the head: pipelined responses then stay one
+                // contiguous run, one iovec for the whole batch.
+                if (x.reserveOut(head_len + body_len)) |out| {
+                    _ = head.write(out);
+                    @memcpy(out[head_len..], bytes[0..body_len]);
+                    x.appendIovec(out);
+                    return;
+                }
+            }
             c.appendHead(x, &head) catch return;
-            if (send_body) x.appendIovec(bytes);
+            x.appendIovec(bytes[0..body_len]);
         },
         .file => |file| {
             c.appendHead(x, &head) catch return;

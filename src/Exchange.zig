@@ -19,6 +19,9 @@ const Exchange = @This();
 pub const iovec_max = 32;
 /// Bytes kept free in front of a buffered body so its head can be written just before it.
 pub const head_reserve = 512;
+/// Bodies given by reference up to this size are copied into the send buffer behind their
+/// head (a copy is cheaper than an iovec per response in a pipelined batch).
+pub const copy_body_max = 1024;
 
 /// Link in the worker's free list.
 next_free: ?*Exchange = null,
