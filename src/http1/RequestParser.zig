@@ -346,8 +346,10 @@ fn parseFieldLine(parser: *RequestParser, bytes: []const u8) Error!FieldProgress
         else => return error.InvalidHeaderValue,
     }
     var value_end = stop;
-    while (value_end > value_start and (bytes[value_end - 1] == ' ' or bytes[value_end - 1] == '\t'))
-        value_end -= 1;
+    if (bytes[stop - 1] == ' ' or bytes[stop - 1] == '\t') { // rare: trailing whitespace
+        while (value_end > value_start and (bytes[value_end - 1] == ' ' or bytes[value_end - 1] == '\t'))
+            value_end -= 1;
+    }
     const line_end = stop + 2;
     if (line_end - parser.line_start > parser.limits.header_bytes_max)
         return error.HeaderSectionTooLarge;

@@ -49,11 +49,11 @@ inline fn findFirst(bytes: []const u8, start: usize, comptime class: Class) ?usi
         const mask = matches(class, vector_len, bytes[i..][0..vector_len].*);
         if (mask != 0) return i + @ctz(mask);
     }
-    const half = vector_len / 2;
-    if (half >= 8 and i + half <= bytes.len) {
-        const mask = matches(class, half, bytes[i..][0..half].*);
-        if (mask != 0) return i + @ctz(mask);
-        i += half;
+    if (i < bytes.len and bytes.len >= vector_len) {
+        // The tail: one vector ending at the end of `bytes`, lanes before `i` shifted out.
+        const base = bytes.len - vector_len;
+        const mask = matches(class, vector_len, bytes[base..][0..vector_len].*) >> @intCast(i - base);
+        return if (mask != 0) i + @ctz(mask) else null;
     }
     while (i < bytes.len) : (i += 1) {
         if (matchesByte(class, bytes[i])) return i;
@@ -67,12 +67,7 @@ inline fn findFirst(bytes: []const u8, start: usize, comptime class: Class) ?usi
 pub fn findNameEnd(bytes: []const u8, start: usize) usize {
     var i = start;
     while (i + vector_len <= bytes.len) {
-        const chunk: Vector = bytes[i..][0..vector_len].*;
-        const lower = chunk | @as(Vector, @splat(0x20));
-        const alpha = (lower >= @as(Vector, @splat('a'))) & (lower <= @as(Vector, @splat('z')));
-        const digit = (chunk >= @as(Vector, @splat('0'))) & (chunk <= @as(Vector, @splat('9')));
-        const dash = chunk == @as(Vector, @splat('-'));
-        const common: Mask = @bitCast(alpha | digit | dash);
+        const common = commonNameBytes(bytes[i..][0..vector_len].*);
         if (common == std.math.maxInt(Mask)) {
             i += vector_len;
             continue;
@@ -81,8 +76,24 @@ pub fn findNameEnd(bytes: []const u8, start: usize) usize {
         if (!token_table[bytes[i]]) return i;
         i += 1; // a rarer tchar such as '_' or '.': keep going
     }
+    if (i < bytes.len and bytes.len >= vector_len) {
+        // The tail: one vector ending at the end of `bytes`, lanes before `i` shifted out.
+        const base = bytes.len - vector_len;
+        const other = ~commonNameBytes(bytes[base..][0..vector_len].*) >> @intCast(i - base);
+        if (other == 0) return bytes.len;
+        i += @ctz(other);
+    }
     while (i < bytes.len and token_table[bytes[i]]) i += 1;
     return i;
+}
+
+/// One bit per byte: set for letters, digits and '-'.
+inline fn commonNameBytes(chunk: Vector) Mask {
+    const lower = chunk | @as(Vector, @splat(0x20));
+    const alpha = (lower >= @as(Vector, @splat('a'))) & (lower <= @as(Vector, @splat('z')));
+    const digit = (chunk >= @as(Vector, @splat('0'))) & (chunk <= @as(Vector, @splat('9')));
+    const dash = chunk == @as(Vector, @splat('-'));
+    return @bitCast(alpha | digit | dash);
 }
 
 fn referenceNameEnd(bytes: []const u8, start: usize) usize {
