@@ -27,6 +27,8 @@ const Buffer = struct {
     bytes: []u8,
     len: usize = 0,
     lines: u64 = 0,
+    /// When the buffer was last written out (monotonic ms; 0 before the first time).
+    flushed_ms: u64 = 0,
     /// "[10/Oct/2000:13:55:36 +0000]" for `second`.
     date: [28]u8 = undefined,
     second: i64 = -1,
@@ -80,6 +82,16 @@ pub fn append(log: *AccessLog, worker_index: u32, req: *const Request, entry: En
 /// thread once the workers have stopped).
 pub fn flush(log: *AccessLog, worker_index: u32) void {
     log.flushBuffer(&log.buffers[worker_index]);
+}
+
+/// Writes out the worker's lines if the last write was `age_ms` or more before `now_ms`.
+pub fn flushIfOlder(log: *AccessLog, worker_index: u32, now_ms: u64, age_ms: u64) void {
+    const buffer = &log.buffers[worker_index];
+    if (buffer.len == 0) return;
+    if (buffer.flushed_ms == 0) buffer.flushed_ms = now_ms;
+    if (now_ms -| buffer.flushed_ms < age_ms) return;
+    log.flushBuffer(buffer);
+    buffer.flushed_ms = now_ms;
 }
 
 fn flushBuffer(log: *AccessLog, buffer: *Buffer) void {

@@ -17,6 +17,12 @@
 //! - Bodies: small files from memory (one `writev` with the head), others with `sendfile`
 //!   from a `dup` of the cached fd. Per-worker open-file cache (`FileCache`).
 //! - An optional access log in the combined format, buffered per worker (`AccessLog`).
+//!
+//! State (cache, log buffer) is kept per `Request.worker_index`, each behind its own lock: on
+//! event engines one thread uses an index, so the lock is never contended; threads that share
+//! an index (handler pools, thread-based engines) take turns. Nothing a response refers to
+//! after `handle` returns lives in that state (contents are copied, fds duplicated, header
+//! values copied into the request arena), so the lock covers `handle` only.
 const std = @import("std");
 const assert = std.debug.assert;
 const linux = std.os.linux;
@@ -24,6 +30,7 @@ const http = @import("http.zig");
 const Request = @import("Request.zig");
 const Response = @import("Response.zig");
 const ResponseHead = @import("http1/ResponseHead.zig");
+const sync = @import("sync.zig");
 const AccessLog = @import("AccessLog.zig");
 const fs = @import("static/fs.zig");
 const url_path = @import("static/url_path.zig");
@@ -45,7 +52,8 @@ pub const Options = struct {
     /// The directory to serve.
     root: []const u8 = ".",
     /// Workers that will call `handle` (`Server(...).workerCountFor(config)`); each gets its
-    /// own cache and log buffer, and `Request.worker_index` must be below it.
+    /// own cache and log buffer. A `Request.worker_index` at or above it shares a state
+    /// (index modulo `workers`).
     workers: u32 = 1,
     /// Serve an HTML listing for directories without an index file (else 403).
     listing: bool = true,
@@ -82,6 +90,7 @@ states: []WorkerState,
 access_log: ?AccessLog,
 
 const WorkerState = struct {
+    mutex: sync.Mutex = .{},
     cache: FileCache,
 };
 
@@ -193,29 +202,37 @@ fn cacheEntriesFor(options: Options) u32 {
 
 /// The handler's entry point.
 pub fn handle(sf: *StaticFiles, req: *Request, res: *Response) !void {
-    // `workers` smaller than the server's worker count is a setup mistake: refuse (500)
-    // rather than share a worker's state between threads.
-    if (req.worker_index >= sf.states.len) return error.WorkerIndexOutOfRange;
-    const state = &sf.states[req.worker_index];
+    const index = req.worker_index % @as(u32, @intCast(sf.states.len));
+    const state = &sf.states[index];
+    state.mutex.lock();
+    defer state.mutex.unlock();
     defer state.cache.releaseScratch();
     const clock = Clock.read();
     sf.respond(state, req, res, clock) catch |err| {
-        sf.logRequest(req, 500, null, clock);
+        sf.logRequest(index, req, 500, null, clock);
         return err;
     };
     const status = res.status.code();
     const body_bytes: ?u64 = if (req.method == .HEAD or res.status.forbidsContent()) null else res.contentLength();
-    sf.logRequest(req, status, body_bytes, clock);
+    sf.logRequest(index, req, status, body_bytes, clock);
 }
 
 /// Flushes the worker's access log buffer (called by the server on every tick and at exit).
 pub fn onTick(sf: *StaticFiles, worker_index: u32) void {
-    if (sf.access_log) |*access_log| access_log.flush(worker_index);
+    const access_log = if (sf.access_log) |*l| l else return;
+    const index = worker_index % @as(u32, @intCast(sf.states.len));
+    const state = &sf.states[index];
+    state.mutex.lock();
+    defer state.mutex.unlock();
+    access_log.flush(index);
 }
 
-fn logRequest(sf: *StaticFiles, req: *const Request, status: u16, body_bytes: ?u64, clock: Clock) void {
+fn logRequest(sf: *StaticFiles, index: u32, req: *const Request, status: u16, body_bytes: ?u64, clock: Clock) void {
     const access_log = if (sf.access_log) |*l| l else return;
-    access_log.append(req.worker_index, req, .{ .status = status, .body_bytes = body_bytes, .unix_seconds = clock.unix_seconds });
+    access_log.append(index, req, .{ .status = status, .body_bytes = body_bytes, .unix_seconds = clock.unix_seconds });
+    // Engines without a tick (thread-based) still see lines written within a second of a
+    // later request, not only when the buffer fills.
+    access_log.flushIfOlder(index, clock.ms, 1000);
 }
 
 /// The clocks a request needs, read once.

@@ -10,6 +10,9 @@ const DateCache = @import("DateCache.zig");
 const Exchange = @import("Exchange.zig");
 const Request = @import("Request.zig");
 const Response = @import("Response.zig");
+const Connection = @import("Connection.zig");
+const HandlerPool = @import("HandlerPool.zig");
+const sync = @import("sync.zig");
 
 const Worker = @This();
 
@@ -27,8 +30,9 @@ date: DateCache = .{},
 now_ms: u64 = 0,
 /// Set when the server shuts down: responses say `Connection: close` and idle connections go.
 draining: bool = false,
-/// Heap bytes this worker may still take for large bodies and arena overflow.
-budget: Arena.Budget,
+/// Heap bytes the server may still take for large bodies and arena overflow (shared by all
+/// workers of a server).
+budget: *Arena.Budget,
 
 exchange_layout: Exchange.Layout,
 /// The exchanges (touched only when first handed out).
@@ -50,10 +54,27 @@ free_large: ?*LargeLink = null,
 /// Requests answered (a metric).
 requests_total: u64 = 0,
 
-/// How a worker calls the handler: a type-erased `handle` made by `Server(Handler)`.
+/// Where handlers run when they may block; null runs them on the engine thread.
+handler_pool: ?*HandlerPool = null,
+/// An eventfd the engine watches: pool threads write to it after posting a completion.
+wake_fd: std.os.linux.fd_t = -1,
+/// Connections the pool has something for (handler done, or a chunk to send), newest first.
+completions: ?*Connection = null,
+completions_mutex: sync.Mutex = .{},
+/// Set by an engine that had to leave connections to still-running handlers at shutdown:
+/// their memory must outlive the process, so `deinit` keeps it.
+abandoned: bool = false,
+
+/// How a worker calls the handler: type-erased hooks made by `Server(Handler)`.
 pub const Dispatch = struct {
     context: *anyopaque,
+    /// The handler's `handle`, called once the request (and its body, unless streamed) is in.
     handle: *const fn (context: *anyopaque, req: *Request, res: *Response) anyerror!void,
+    /// The handler's optional `onHead`: called when the head is complete, before any body is
+    /// read, to choose how the body is received.
+    on_head: ?*const fn (context: *anyopaque, req: *Request, res: *Response) anyerror!BodyAction = null,
+    /// The handler's optional `onBody`: receives a streamed body piece by piece.
+    on_body: ?*const fn (context: *anyopaque, req: *Request, res: *Response, chunk: []const u8) anyerror!void = null,
     /// The handler's optional `onTick` hook (per-worker housekeeping such as flushing logs).
     tick: ?*const fn (context: *anyopaque, worker_index: u32) void = null,
 };
@@ -65,15 +86,43 @@ pub const tick_interval_ms = 500;
 /// while running); it calls the handler's tick hook at most once per `tick_interval_ms`.
 pub fn tick(worker: *Worker) void {
     const hook = worker.dispatch.tick orelse return;
+    // The first call only arms the interval: a worker made per connection (thread-based
+    // engines) then does not tick on every new connection.
+    if (worker.next_tick_ms == 0) {
+        worker.next_tick_ms = worker.now_ms + tick_interval_ms;
+        return;
+    }
     if (worker.now_ms < worker.next_tick_ms) return;
     worker.next_tick_ms = worker.now_ms + tick_interval_ms;
     hook(worker.dispatch.context, worker.index);
 }
 
+/// What a handler's `onHead` wants done with the request body.
+pub const BodyAction = enum {
+    /// Read it whole (up to `body_bytes_max`); `req.body()` has it in `handle`.
+    buffer,
+    /// Hand it to `onBody` as it arrives (up to `streamed_body_bytes_max`), then call `handle`.
+    stream,
+    /// Do not read it: call `handle` now; the connection closes after the response, and a
+    /// client that sent `Expect: 100-continue` is not invited to send the body.
+    skip,
+};
+
 const LargeLink = struct { next: ?*LargeLink };
 
-/// Reserves the pools for `connections_max` connections. Memory is mapped, not touched.
-pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, dispatch: Dispatch, connections_max: u32) !void {
+/// Sizes of a worker's pools.
+pub const Options = struct {
+    /// Connections served at once (one exchange each).
+    connections_max: u32,
+    /// Large receive buffers.
+    large_buffers_max: u32,
+    /// The server-wide heap budget.
+    budget: *Arena.Budget,
+};
+
+/// Reserves the pools. Memory is mapped, not touched.
+pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, dispatch: Dispatch, options: Options) !void {
+    const connections_max = options.connections_max;
     assert(connections_max > 0);
     const layout: Exchange.Layout = .{
         .recv_bytes = config.recv_buffer_bytes,
@@ -87,12 +136,12 @@ pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, disp
     errdefer page.free(exchanges);
     const exchange_memory = try page.alignedAlloc(u8, .fromByteUnits(std.heap.page_size_min), connections_max * layout.stride());
     errdefer page.free(exchange_memory);
-    const large_memory = try page.alignedAlloc(u8, .fromByteUnits(std.heap.page_size_min), @as(usize, config.large_buffers_max) * config.header_bytes_max);
+    const large_memory = try page.alignedAlloc(u8, .fromByteUnits(std.heap.page_size_min), @as(usize, options.large_buffers_max) * config.header_bytes_max);
     worker.* = .{
         .gpa = gpa,
         .config = config,
         .dispatch = dispatch,
-        .budget = .init(config.overflow_bytes_max),
+        .budget = options.budget,
         .exchange_layout = layout,
         .exchanges = exchanges,
         .exchange_memory = exchange_memory,
@@ -100,8 +149,9 @@ pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, disp
     };
 }
 
-/// Unmaps the pools. Asserts every exchange was returned.
+/// Unmaps the pools. Asserts every exchange was returned (unless `abandoned`).
 pub fn deinit(worker: *Worker) void {
+    if (worker.abandoned) return; // a handler thread may still use this memory
     assert(worker.exchanges_busy == 0);
     const page = std.heap.page_allocator;
     page.free(worker.exchanges);
@@ -125,7 +175,7 @@ pub fn acquireExchange(worker: *Worker) ?*Exchange {
         exchange.init(memory, worker.exchange_layout, .{
             .request_line_bytes_max = worker.config.request_line_bytes_max,
             .header_bytes_max = worker.config.header_bytes_max,
-        }, worker.gpa, &worker.budget);
+        }, worker.gpa, worker.budget);
         break :blk exchange;
     };
     worker.exchanges_busy += 1;
@@ -152,6 +202,28 @@ pub fn releaseExchange(worker: *Worker, exchange: *Exchange) void {
     worker.exchanges_busy -= 1;
 }
 
+/// Called on a pool thread: tells the engine `connection` needs attention.
+pub fn postCompletion(worker: *Worker, connection: *Connection) void {
+    worker.completions_mutex.lock();
+    connection.exchange.?.next_completion = worker.completions;
+    worker.completions = connection;
+    worker.completions_mutex.unlock();
+    const one: u64 = 1;
+    _ = std.os.linux.write(worker.wake_fd, std.mem.asBytes(&one), @sizeOf(u64));
+}
+
+/// Called on the engine thread: takes every posted connection (a list linked through
+/// `Exchange.next_completion`).
+pub fn takeCompletions(worker: *Worker) ?*Connection {
+    var counter: u64 = undefined;
+    _ = std.os.linux.read(worker.wake_fd, std.mem.asBytes(&counter), @sizeOf(u64));
+    worker.completions_mutex.lock();
+    defer worker.completions_mutex.unlock();
+    const list = worker.completions;
+    worker.completions = null;
+    return list;
+}
+
 /// Hands out a large receive buffer, or null when all are in use.
 pub fn acquireLarge(worker: *Worker) ?[]u8 {
     const size = worker.config.header_bytes_max;
@@ -160,7 +232,7 @@ pub fn acquireLarge(worker: *Worker) ?[]u8 {
         const bytes: [*]u8 = @ptrCast(link);
         return bytes[0..size];
     }
-    if (worker.large_touched == worker.config.large_buffers_max) return null;
+    if (@as(usize, worker.large_touched) * size == worker.large_memory.len) return null;
     const buffer = worker.large_memory[@as(usize, worker.large_touched) * size ..][0..size];
     worker.large_touched += 1;
     return buffer;
@@ -191,7 +263,12 @@ test "Worker: pools hand out, take back and refuse when exhausted" {
     var context: u8 = 0;
     const config: Config = .{ .large_buffers_max = 1 };
     var worker: Worker = undefined;
-    try worker.init(std.testing.allocator, &config, .{ .context = &context, .handle = Noop.handle }, 2);
+    var budget: Arena.Budget = .init(config.overflow_bytes_max);
+    try worker.init(std.testing.allocator, &config, .{ .context = &context, .handle = Noop.handle }, .{
+        .connections_max = 2,
+        .large_buffers_max = config.large_buffers_max,
+        .budget = &budget,
+    });
     defer worker.deinit();
     const a = worker.acquireExchange().?;
     const b = worker.acquireExchange().?;

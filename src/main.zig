@@ -13,7 +13,9 @@ const usage =
     \\  --host ADDRESS         IPv4 or IPv6 address to listen on (default 127.0.0.1)
     \\  --port N               TCP port, 0 for any free port (default 8080)
     \\  --workers N            engine threads, 0 for one per CPU (default 0)
-    \\  --engine NAME          epoll (default) or blocking
+    \\  --engine NAME          epoll (default), io_uring, blocking, thread_per_connection,
+    \\                         worker_pool
+    \\  --processes N          serve from N processes sharing the port (default 1)
     \\  --no-listing           answer 403 for directories without an index file
     \\  --dotfiles             serve names starting with '.' (hidden by default)
     \\  --index NAME           file served for a directory (default index.html)
@@ -87,10 +89,6 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
             directory = arg;
         }
     }
-    switch (parsed.config.engine) {
-        .epoll, .blocking => {},
-        else => fatal(io, "--engine: {t} is not available yet; use epoll or blocking", .{parsed.config.engine}),
-    }
     parsed.static.root = directory orelse ".";
     return parsed;
 }
@@ -146,8 +144,8 @@ fn serve(init: std.process.Init, args: *ServeArgs) !void {
         error.Unexpected => fatal(io, "cannot listen on {s}:{d}", .{ config.host, config.port }),
     };
     defer server.deinit();
-    saker.cli.announce(io, config.host, server.port());
-    try server.run();
+    // Prints `listening on ...` once SIGINT/SIGTERM are caught, then serves until one comes.
+    try saker.cli.run(io, &server, config.host);
 }
 
 fn openLog(io: std.Io, gpa: std.mem.Allocator, path: []const u8) linux.fd_t {

@@ -9,7 +9,7 @@ const saker = @import("saker");
 const build_options = @import("build_options");
 const Client = @import("Client.zig");
 
-const engines = [_]saker.engine.Kind{ .blocking, .epoll };
+const engines = [_]saker.engine.Kind{ .blocking, .thread_per_connection, .worker_pool, .epoll, .io_uring };
 
 const secret = "TOP-SECRET-OUTSIDE-THE-ROOT";
 const big_size: u64 = 100 * 1024 * 1024;
@@ -667,6 +667,10 @@ test "saker serve: announces the port, serves, logs, and exits 0 on SIGINT" {
         try expectStatus(response, 200);
         try testing.expectEqualStrings("Hello, static world!\n", response.body);
         // The log line arrives with the next tick (the log is buffered, not written per request).
+        if (std.mem.findScalar(u8, reader.interface.buffered(), '\n') == null) {
+            var ready = [_]linux.pollfd{.{ .fd = child.stdout.?.handle, .events = linux.POLL.IN, .revents = 0 }};
+            if (linux.poll(&ready, 1, 3000) != 1) return error.AccessLogLineMissing;
+        }
         const log_line = try reader.interface.takeDelimiterInclusive('\n');
         errdefer std.debug.print("log line: {s}\n", .{log_line});
         try testing.expect(std.mem.find(u8, log_line, "\"GET /hello.txt HTTP/1.1\" 200 21") != null);

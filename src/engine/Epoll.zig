@@ -41,7 +41,9 @@ const events_max = 256;
 /// Connections accepted per loop iteration before other work gets a turn.
 const accepts_per_round = 64;
 const listener_tag: u64 = std.math.maxInt(u64);
+const connection_events = linux.EPOLL.IN | linux.EPOLL.RDHUP | linux.EPOLL.ET;
 const wake_tag: u64 = std.math.maxInt(u64) - 1;
+const completion_tag: u64 = std.math.maxInt(u64) - 2;
 
 const Slot = struct {
     connection: Connection,
@@ -54,6 +56,9 @@ const Slot = struct {
     readable: bool,
     /// Whether a write might find room.
     writable: bool,
+    /// Whether EPOLLOUT is in the registration (only while a write is waiting for room:
+    /// otherwise every ACK would wake the loop for nothing).
+    watching_out: bool,
     /// The peer closed its side (EPOLLRDHUP): keep reading until EOF is seen.
     peer_closed: bool,
     /// The client's address (the connection points at it).
@@ -82,6 +87,11 @@ fn init(worker: *Worker, listener: socket.Listener, control: *engine.Control, co
     errdefer std.heap.page_allocator.free(slots);
     try add(epoll_fd, listener.fd, linux.EPOLL.IN | linux.EPOLL.ET, listener_tag);
     try add(epoll_fd, control.wake_fd, linux.EPOLL.IN, wake_tag);
+    if (worker.handler_pool != null) {
+        worker.wake_fd = try engine.eventfd();
+        errdefer _ = linux.close(worker.wake_fd);
+        try add(epoll_fd, worker.wake_fd, linux.EPOLL.IN, completion_tag);
+    }
     const config = worker.config;
     const shortest = @min(config.header_timeout_ms, config.body_timeout_ms, config.idle_timeout_ms, config.write_timeout_ms, config.linger_timeout_ms);
     return .{
@@ -96,11 +106,21 @@ fn init(worker: *Worker, listener: socket.Listener, control: *engine.Control, co
 
 fn deinit(loop: *Epoll) void {
     for (loop.slots[0..loop.slots_touched]) |*slot| {
-        if (slot.in_use) loop.closeSlot(slot);
+        if (!slot.in_use) continue;
+        if (slot.connection.handling()) {
+            // A handler thread still uses it: leave its memory to the process exit.
+            loop.worker.abandoned = true;
+            continue;
+        }
+        loop.closeSlot(slot);
     }
     if (loop.listener) |l| l.close();
-    std.heap.page_allocator.free(loop.slots);
+    if (!loop.worker.abandoned) std.heap.page_allocator.free(loop.slots);
     _ = linux.close(loop.epoll_fd);
+    if (loop.worker.wake_fd >= 0 and !loop.worker.abandoned) {
+        _ = linux.close(loop.worker.wake_fd);
+        loop.worker.wake_fd = -1;
+    }
 }
 
 fn add(epoll_fd: linux.fd_t, fd: linux.fd_t, events: u32, data: u64) error{SystemResources}!void {
@@ -131,6 +151,7 @@ fn serve(loop: *Epoll) void {
         for (events[0..count]) |event| switch (event.data.u64) {
             listener_tag => loop.listener_ready = true,
             wake_tag => loop.beginDrain(),
+            completion_tag => loop.onCompletions(),
             else => loop.onEvent(event),
         };
         if (loop.listener_ready and loop.acceptAllowed()) loop.acceptRound();
@@ -156,7 +177,7 @@ fn acceptRound(loop: *Epoll) void {
     const listener = loop.listener.?;
     for (0..accepts_per_round) |_| {
         var peer: ?std.Io.net.IpAddress = null;
-        const fd = socket.accept(listener.fd, true, &peer) catch |err| switch (err) {
+        const fd = socket.acceptPeer(listener.fd, true, &peer) catch |err| switch (err) {
             error.WouldBlock => {
                 loop.listener_ready = false;
                 return;
@@ -179,14 +200,13 @@ fn acceptRound(loop: *Epoll) void {
 fn onAccept(loop: *Epoll, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) void {
     const slot = loop.takeSlot() orelse {
         // Over connections_max: say so and close, without a slot or an exchange.
-        _ = socket.writev(fd, &.{.{ .base = Connection.overloaded_response.ptr, .len = Connection.overloaded_response.len }}) catch {};
-        socket.close(fd);
-        return;
+        return engine.refuse(fd);
     };
     socket.setNoDelay(fd);
     slot.fd = fd;
     slot.readable = false;
     slot.writable = true;
+    slot.watching_out = false;
     slot.peer_closed = false;
     slot.corked = false;
     slot.connection = .init(loop.worker);
@@ -194,7 +214,7 @@ fn onAccept(loop: *Epoll, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) void {
     if (slot.peer) |*address| slot.connection.peer = address;
     const index: u32 = @intCast(slot - loop.slots.ptr);
     const data = @as(u64, slot.generation) << 32 | index;
-    add(loop.epoll_fd, fd, linux.EPOLL.IN | linux.EPOLL.OUT | linux.EPOLL.RDHUP | linux.EPOLL.ET, data) catch {
+    add(loop.epoll_fd, fd, connection_events, data) catch {
         loop.closeSlot(slot);
         return;
     };
@@ -250,6 +270,16 @@ fn onEvent(loop: *Epoll, event: linux.epoll_event) void {
     loop.drive(slot);
 }
 
+/// Handler pool threads have finished handlers or have chunks to send.
+fn onCompletions(loop: *Epoll) void {
+    var list = loop.worker.takeCompletions();
+    while (list) |connection| {
+        list = connection.exchange.?.next_completion;
+        connection.onPoolEvent();
+        loop.drive(@fieldParentPtr("connection", connection));
+    }
+}
+
 /// Runs the connection until it must wait for the socket (or is closed).
 fn drive(loop: *Epoll, slot: *Slot) void {
     const c = &slot.connection;
@@ -257,6 +287,10 @@ fn drive(loop: *Epoll, slot: *Slot) void {
     for (0..1_000_000) |_| {
         switch (c.next()) {
             .recv => {
+                if (slot.watching_out) {
+                    loop.watch(slot, connection_events);
+                    continue;
+                }
                 if (!slot.readable) return;
                 const buffer = c.recvBuffer() orelse return loop.closeSlot(slot);
                 const n = socket.recv(slot.fd, buffer) catch |err| switch (err) {
@@ -283,10 +317,7 @@ fn drive(loop: *Epoll, slot: *Slot) void {
                     slot.corked = true;
                 }
                 const n = socket.writev(slot.fd, iovecs) catch |err| switch (err) {
-                    error.WouldBlock => {
-                        slot.writable = false;
-                        return;
-                    },
+                    error.WouldBlock => return loop.waitWritable(slot),
                     error.Interrupted => continue,
                     error.ConnectionLost, error.Unexpected => {
                         c.onError();
@@ -298,10 +329,7 @@ fn drive(loop: *Epoll, slot: *Slot) void {
             .send_file => |file| {
                 if (!slot.writable) return;
                 const n = socket.sendfile(slot.fd, file.fd, file.offset, file.len) catch |err| switch (err) {
-                    error.WouldBlock => {
-                        slot.writable = false;
-                        return;
-                    },
+                    error.WouldBlock => return loop.waitWritable(slot),
                     error.Interrupted => continue,
                     error.ConnectionLost, error.Unexpected => {
                         c.onError();
@@ -323,10 +351,29 @@ fn drive(loop: *Epoll, slot: *Slot) void {
                 c.onShutdown();
             },
             .close => return loop.closeSlot(slot),
+            .wait => return,
         }
     }
     log.err("connection made no progress in 1000000 steps; closing it", .{});
     loop.closeSlot(slot);
+}
+
+/// The socket is full: ask for EPOLLOUT until it has room again.
+fn waitWritable(loop: *Epoll, slot: *Slot) void {
+    slot.writable = false;
+    if (!slot.watching_out) loop.watch(slot, connection_events | linux.EPOLL.OUT);
+}
+
+/// Changes the events the connection is registered for.
+fn watch(loop: *Epoll, slot: *Slot, events: u32) void {
+    const index: u32 = @intCast(slot - loop.slots.ptr);
+    var event: linux.epoll_event = .{
+        .events = events,
+        .data = .{ .u64 = @as(u64, slot.generation) << 32 | index },
+    };
+    const rc = linux.epoll_ctl(loop.epoll_fd, linux.EPOLL.CTL_MOD, slot.fd, &event);
+    slot.watching_out = events & linux.EPOLL.OUT != 0;
+    if (linux.errno(rc) != .SUCCESS) slot.connection.onError();
 }
 
 /// Applies timeouts (and, while draining, closes connections that went idle).
@@ -335,7 +382,14 @@ fn sweep(loop: *Epoll) void {
     const now = loop.worker.now_ms;
     for (loop.slots[0..loop.slots_touched]) |*slot| {
         if (!slot.in_use) continue;
-        if (loop.draining) slot.connection.drain();
+        if (loop.draining and slot.connection.phase == .idle) {
+            // Idle means nothing to read now, not merely nothing read yet: a request may be
+            // waiting in the socket.
+            slot.readable = true;
+            loop.drive(slot);
+            if (!slot.in_use) continue;
+            slot.connection.drain();
+        }
         if (now >= slot.connection.deadline()) slot.connection.onTimeout();
         loop.drive(slot);
     }
@@ -344,7 +398,7 @@ fn sweep(loop: *Epoll) void {
 fn beginDrain(loop: *Epoll) void {
     if (loop.draining) return;
     loop.draining = true;
-    loop.worker.draining = true;
+    @atomicStore(bool, &loop.worker.draining, true, .monotonic); // read by handler threads
     loop.drain_deadline_ms = loop.worker.now_ms + loop.control.shutdown_timeout_ms;
     // Level-triggered and never reset: stop watching it so epoll_wait does not spin.
     _ = linux.epoll_ctl(loop.epoll_fd, linux.EPOLL.CTL_DEL, loop.control.wake_fd, null);

@@ -150,9 +150,14 @@ pub const AcceptError = error{
     Unexpected,
 };
 
-/// accept4 with CLOEXEC (and NONBLOCK if asked); stores the client's address in `peer`
-/// when given (null if the kernel reports another family).
-pub fn accept(listener_fd: fd_t, nonblocking: bool, peer: ?*?std.Io.net.IpAddress) AcceptError!fd_t {
+/// accept4 with CLOEXEC (and NONBLOCK if asked).
+pub fn accept(listener_fd: fd_t, nonblocking: bool) AcceptError!fd_t {
+    return acceptPeer(listener_fd, nonblocking, null);
+}
+
+/// `accept`, also storing the client's address in `peer` when given (null if the kernel
+/// reports another family).
+pub fn acceptPeer(listener_fd: fd_t, nonblocking: bool, peer: ?*?std.Io.net.IpAddress) AcceptError!fd_t {
     const flags: u32 = linux.SOCK.CLOEXEC | (if (nonblocking) @as(u32, linux.SOCK.NONBLOCK) else 0);
     var storage: linux.sockaddr.in6 = undefined;
     var storage_len: linux.socklen_t = @sizeOf(linux.sockaddr.in6);
@@ -170,6 +175,14 @@ pub fn accept(listener_fd: fd_t, nonblocking: bool, peer: ?*?std.Io.net.IpAddres
         .INVAL, .BADF => error.ListenerClosed,
         else => |err| unexpected("accept4", err),
     };
+}
+
+/// The address of the connected peer of `fd` (getpeername), or null when unknown.
+pub fn peerName(fd: fd_t) ?std.Io.net.IpAddress {
+    var storage: linux.sockaddr.in6 = undefined;
+    var storage_len: linux.socklen_t = @sizeOf(linux.sockaddr.in6);
+    if (linux.errno(linux.getpeername(fd, @ptrCast(&storage), &storage_len)) != .SUCCESS) return null;
+    return peerAddress(&storage, storage_len);
 }
 
 fn peerAddress(storage: *const linux.sockaddr.in6, len: linux.socklen_t) ?std.Io.net.IpAddress {
@@ -277,7 +290,9 @@ test "listen: ephemeral port, and SO_REUSEPORT shares it" {
         .nonblocking = true,
         .reuse_port = false,
     }));
-    try std.testing.expectError(error.WouldBlock, accept(a.fd, true, null));
+    try std.testing.expectError(error.WouldBlock, accept(a.fd, true));
+    var peer: ?std.Io.net.IpAddress = null;
+    try std.testing.expectError(error.WouldBlock, acceptPeer(a.fd, true, &peer));
 }
 
 test "listen: IPv6 loopback and bad addresses" {

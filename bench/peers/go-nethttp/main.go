@@ -1,10 +1,14 @@
-// Go net/http peer: answers GET / with "Hello, World!" (text/plain). Run with GOMAXPROCS=1.
+// Go net/http peer: "Hello, World!" on GET /, and the baseline mix (/baseline11: the sum of
+// the query parameters a and b and the integer body). Run with GOMAXPROCS=1.
 // Usage: go-nethttp PORT
 package main
 
 import (
+	"io"
 	"net/http"
 	"os"
+	"strconv"
+	"strings"
 )
 
 func main() {
@@ -16,6 +20,15 @@ func main() {
 	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		w.Write(body)
+	})
+	http.HandleFunc("/baseline11", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		a, _ := strconv.Atoi(q.Get("a"))
+		b, _ := strconv.Atoi(q.Get("b"))
+		raw, _ := io.ReadAll(r.Body)
+		c, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write([]byte(strconv.Itoa(a + b + c)))
 	})
 	if err := http.ListenAndServe("127.0.0.1:"+port, nil); err != nil {
 		panic(err)
