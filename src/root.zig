@@ -19,6 +19,8 @@ pub const Request = @import("Request.zig");
 pub const Response = @import("Response.zig");
 pub const engine = @import("engine.zig");
 pub const Server = @import("Server.zig").Server;
+pub const websocket = @import("websocket.zig");
+pub const Mutex = @import("Mutex.zig");
 
 test {
     std.testing.refAllDecls(@This());

@@ -42,6 +42,8 @@ const events_max = 256;
 const accepts_per_round = 64;
 const listener_tag: u64 = std.math.maxInt(u64);
 const wake_tag: u64 = std.math.maxInt(u64) - 1;
+/// The worker's eventfd: WebSocket work queued by other threads.
+const worker_wake_tag: u64 = std.math.maxInt(u64) - 2;
 
 const Slot = struct {
     connection: Connection,
@@ -78,6 +80,7 @@ fn init(worker: *Worker, listener: socket.Listener, control: *engine.Control, co
     errdefer std.heap.page_allocator.free(slots);
     try add(epoll_fd, listener.fd, linux.EPOLL.IN | linux.EPOLL.ET, listener_tag);
     try add(epoll_fd, control.wake_fd, linux.EPOLL.IN, wake_tag);
+    try add(epoll_fd, worker.wake_fd, linux.EPOLL.IN, worker_wake_tag);
     const config = worker.config;
     const shortest = @min(config.header_timeout_ms, config.body_timeout_ms, config.idle_timeout_ms, config.write_timeout_ms, config.linger_timeout_ms);
     return .{
@@ -127,8 +130,10 @@ fn serve(loop: *Epoll) void {
         for (events[0..count]) |event| switch (event.data.u64) {
             listener_tag => loop.listener_ready = true,
             wake_tag => loop.beginDrain(),
+            worker_wake_tag => loop.worker.clearWake(),
             else => loop.onEvent(event),
         };
+        loop.runWoken();
         if (loop.listener_ready and loop.acceptAllowed()) loop.acceptRound();
         if (loop.worker.now_ms >= loop.next_sweep_ms) {
             loop.sweep();
@@ -312,6 +317,18 @@ fn drive(loop: *Epoll, slot: *Slot) void {
     loop.closeSlot(slot);
 }
 
+/// Drives the connections that have WebSocket work queued for them (from other threads, or
+/// from callbacks of other connections on this one).
+fn runWoken(loop: *Epoll) void {
+    while (loop.worker.takeWoken()) |session| {
+        const c = session.connection orelse continue; // released since it was queued
+        const slot: *Slot = @fieldParentPtr("connection", c);
+        assert(slot.in_use);
+        c.onWake();
+        loop.drive(slot);
+    }
+}
+
 /// Applies timeouts (and, while draining, closes connections that went idle).
 fn sweep(loop: *Epoll) void {
     const now = loop.worker.now_ms;
@@ -321,6 +338,7 @@ fn sweep(loop: *Epoll) void {
         if (now >= slot.connection.deadline()) slot.connection.onTimeout();
         loop.drive(slot);
     }
+    loop.runWoken();
 }
 
 fn beginDrain(loop: *Epoll) void {
