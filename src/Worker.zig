@@ -232,13 +232,15 @@ pub fn releaseSession(worker: *Worker, session: *Session) void {
 /// Hands out a permessage-deflate state (made on first use), or null when
 /// `websocket_deflate_connections_max` are in use or memory is short.
 pub fn acquireDeflate(worker: *Worker) ?*Deflate {
-    const d = worker.free_deflates orelse blk: {
+    const d = if (worker.free_deflates) |free| blk: {
+        worker.free_deflates = free.next_free;
+        break :blk free;
+    } else blk: {
         if (worker.deflates_made >= worker.config.websocket_deflate_connections_max) return null;
         const d = std.heap.page_allocator.create(Deflate) catch return null;
         worker.deflates_made += 1;
         break :blk d;
     };
-    worker.free_deflates = d.next_free;
     worker.deflates_busy += 1;
     return d;
 }

@@ -87,7 +87,7 @@ pub const Callbacks = struct {
 
 test {
     std.testing.refAllDecls(@This());
-    // _ = @import("websocket/session_test.zig");
+    _ = @import("websocket/session_test.zig");
 }
 
 test "CloseCode: codes a peer may send" {
