@@ -507,3 +507,7 @@ test "the examples: hello routes and 405, counter counts, echo describes" {
         \\{"method":"PUT","target":"/a%20b?x=1&y","path":"/a%20b","query":"x=1&y","version":"HTTP/1.1","headers":[["Host","t"],["X-Case","MiXed"],["Content-Length","5"]],"body":"\"q\"\n\u0001"}
     , response.body);
 }
+
+test {
+    _ = @import("websocket.zig");
+}
