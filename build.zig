@@ -8,7 +8,7 @@
 //! -Doptimize=debug|safe|fast|small is honoured by everything but `bench`.
 const std = @import("std");
 
-const examples = [_][]const u8{ "hello", "counter", "echo", "ws-echo" };
+const examples = [_][]const u8{ "hello", "counter", "echo", "ws-echo", "ws-chat" };
 
 pub fn build(b: *std.Build) void {
     const target = b.standardTargetOptions(.{});
