@@ -149,6 +149,7 @@ pub fn recvBuffer(c: *Connection) ?[]u8 {
     };
     switch (c.phase) {
         .idle, .head, .websocket => {
+            if (c.phase == .websocket) if (c.websocket.?.directBuffer(x)) |direct| return direct;
             if (x.head_start > 0) x.compact();
             assert(x.recv_end < x.recv.len);
             return x.recv[x.recv_end..];
@@ -185,8 +186,7 @@ pub fn onRecv(c: *Connection, n: usize) void {
             .none => unreachable,
         },
         .websocket => {
-            x.recv_end += @intCast(n);
-            c.websocket.?.onRecv(x);
+            c.websocket.?.onRecv(x, n);
             c.armSendDeadline(x);
             return;
         },

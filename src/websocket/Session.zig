@@ -45,8 +45,9 @@ const Session = @This();
 mutex: Mutex = .{},
 /// Bumped when the connection ends; a `Conn` made before then no longer matches.
 generation: u32 = 0,
-/// Whether sends are taken (false once closing has started).
-accepting: bool = false,
+/// Whether sends are taken (false once closing has started). Written under `mutex`; read
+/// without it on the engine thread.
+accepting: std.atomic.Value(bool) = .init(false),
 /// Messages queued by other threads, oldest first.
 inbox_head: ?*Block = null,
 inbox_tail: ?*Block = null,
@@ -95,6 +96,8 @@ ping_sent_ms: ?u64 = null,
 close_deadline_ms: u64 = std.math.maxInt(u64),
 close_sent_code: CloseCode = .normal,
 close_reported: bool = false,
+/// The last `Connection.recvBuffer` was the message buffer (`directBuffer`).
+direct: bool = false,
 
 /// Where the session is in the closing handshake (§7).
 pub const State = enum {
@@ -159,6 +162,8 @@ const reason_bytes_max = frame.control_payload_bytes_max - 2;
 const copy_bytes_max = 1024;
 /// The smallest arena region for frames that do not fit the send buffer.
 const region_bytes_min = 64 * 1024;
+/// Payload still to come of at least this size is read straight into the message buffer.
+const direct_bytes_min = 8 * 1024;
 /// Message buffers larger than this are freed between messages rather than kept.
 const keep_bytes_max = 64 * 1024;
 
@@ -221,7 +226,7 @@ pub fn open(s: *Session, c: *Connection, x: *Exchange) void {
     s.state = .open;
     s.last_receive_ms = s.worker.now_ms;
     s.mutex.lock();
-    s.accepting = true;
+    s.accepting.store(true, .release);
     s.mutex.unlock();
     const callbacks = s.worker.dispatch.websocket.?;
     if (callbacks.onOpen) |onOpen| {
@@ -272,11 +277,54 @@ pub fn release(s: *Session) void {
 
 // Receiving.
 
-/// Bytes arrived in the exchange's receive buffer.
-pub fn onRecv(s: *Session, x: *Exchange) void {
+/// `n` bytes were read into the buffer `Connection.recvBuffer` gave: the exchange's receive
+/// buffer, or the message buffer (`directBuffer`).
+pub fn onRecv(s: *Session, x: *Exchange, n: usize) void {
     s.last_receive_ms = s.worker.now_ms;
     s.ping_sent_ms = null; // any traffic shows the client is there
+    if (s.direct) {
+        s.direct = false;
+        s.takeDirect(x, n);
+    } else {
+        x.recv_end += @intCast(n);
+    }
     s.process(x);
+}
+
+/// In the middle of a large data frame with nothing else buffered, the rest of its payload is
+/// read straight into the message buffer (saving a copy, and reading more per syscall).
+/// Null when the receive buffer should be used.
+pub fn directBuffer(s: *Session, x: *Exchange) ?[]u8 {
+    s.direct = false;
+    if (s.state == .closed or s.pinned or x.head_start != x.recv_end) return null;
+    const p = switch (s.frame_state) {
+        .payload => |*p| p,
+        .header => return null,
+    };
+    if (p.header.opcode.isControl()) return null;
+    const remaining = p.header.payload_len - p.done;
+    if (remaining < direct_bytes_min) return null;
+    s.grow(&s.buffer, @intCast(remaining + Deflate.tail.len)) catch return null;
+    s.direct = true;
+    return s.buffer.unusedCapacitySlice()[0..@intCast(remaining)];
+}
+
+/// Bytes read by `directBuffer`: the same checks as `takePayload`, on the message buffer.
+fn takeDirect(s: *Session, x: *Exchange, n: usize) void {
+    const p = &s.frame_state.payload;
+    const h = p.header;
+    assert(n <= h.payload_len - p.done);
+    const chunk = s.buffer.unusedCapacitySlice()[0..n];
+    frame.unmask(chunk, h.mask.?, p.done);
+    if (s.message.kind == .text and !s.message.compressed) {
+        s.message.utf8.feed(chunk) catch return s.fail(x, .invalid_payload, "text message is not UTF-8");
+    }
+    s.buffer.items.len += n;
+    p.done += n;
+    s.message.len += n;
+    if (p.done < h.payload_len) return;
+    s.frame_state = .header;
+    if (h.fin) s.finishMessage(x);
 }
 
 /// Handles every complete frame in the receive buffer (or as much of a large one as has
@@ -455,10 +503,7 @@ fn grow(s: *Session, list: *std.ArrayList(u8), additional: usize) error{OutOfMem
         s.worker.budget.give(extra);
         return error.OutOfMemory;
     };
-    // The allocator may round up; charge what is held.
-    if (list.capacity > wanted) {
-        if (!s.worker.budget.take(list.capacity - wanted)) {} // best effort
-    }
+    assert(list.capacity == wanted); // what `freeBuffer` gives back
 }
 
 fn freeBuffer(s: *Session, list: *std.ArrayList(u8)) void {
@@ -545,7 +590,7 @@ fn beginClose(s: *Session, x: *Exchange, code: CloseCode, reason: []const u8) vo
     s.close_sent_code = code;
     s.close_deadline_ms = s.worker.now_ms + s.worker.config.linger_timeout_ms;
     s.mutex.lock();
-    s.accepting = false;
+    s.accepting.store(false, .release);
     s.mutex.unlock();
 }
 
@@ -556,7 +601,7 @@ fn end(s: *Session, code: CloseCode, reason: []const u8) void {
     s.state = .closed;
     const conn = s.handle();
     s.mutex.lock();
-    s.accepting = false;
+    s.accepting.store(false, .release);
     s.generation +%= 1;
     s.mutex.unlock();
     if (s.connection == null) return; // never opened
@@ -665,7 +710,7 @@ fn queueQueued(s: *Session, x: *Exchange, b: *Block) void {
 /// the inbox, and the engine thread is woken.
 pub fn send(s: *Session, generation: u32, opcode: frame.Opcode, data: []const u8) Conn.SendError!void {
     if (Worker.current == s.worker) {
-        if (s.generation != generation or !s.accepting) return error.Closed;
+        if (s.generation != generation or !s.accepting.load(.acquire)) return error.Closed;
         const x = s.connection.?.exchange.?;
         const queued = s.queuedBytes(x);
         const limit = s.worker.config.websocket_send_queue_bytes_max;
@@ -690,11 +735,11 @@ pub fn send(s: *Session, generation: u32, opcode: frame.Opcode, data: []const u8
     }
     s.mutex.lock();
     defer s.mutex.unlock();
-    if (s.generation != generation or !s.accepting) return error.Closed;
+    if (s.generation != generation or !s.accepting.load(.acquire)) return error.Closed;
     const queued = s.inbox_bytes + s.batch_bytes.load(.monotonic);
     if (queued > 0 and queued + data.len > s.worker.config.websocket_send_queue_bytes_max) {
         s.overflowed = true;
-        s.accepting = false;
+        s.accepting.store(false, .release);
         s.worker.queueWake(s, true);
         return error.SendQueueFull;
     }
@@ -730,7 +775,7 @@ fn within(inner: []const u8, outer: []const u8) bool {
 fn markOverflow(s: *Session) void {
     s.mutex.lock();
     s.overflowed = true;
-    s.accepting = false;
+    s.accepting.store(false, .release);
     s.mutex.unlock();
     s.worker.queueWake(s, false);
 }
@@ -744,11 +789,11 @@ pub fn requestClose(s: *Session, generation: u32, code: CloseCode, reason: []con
     }
     s.mutex.lock();
     defer s.mutex.unlock();
-    if (s.generation != generation or !s.accepting) return;
+    if (s.generation != generation or !s.accepting.load(.acquire)) return;
     var request: CloseRequest = .{ .code = code, .reason = undefined, .reason_len = @intCast(cut.len) };
     @memcpy(request.reason[0..cut.len], cut);
     s.close_request = request;
-    s.accepting = false;
+    s.accepting.store(false, .release);
     s.worker.queueWake(s, Worker.current != s.worker);
 }
 
