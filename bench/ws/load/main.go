@@ -1,9 +1,10 @@
 // The load generator for bench/ws/run: raw WebSocket clients (RFC 6455 framing by hand, no
 // library) so that the client's cost is small and the same for every server.
 //
-//	load echo   -url ws://127.0.0.1:PORT/echo -conns 50 -size 64 -duration 5s
-//	    Each connection sends a message and waits for its echo, again and again.
-//	    Prints round trips per second and latency percentiles.
+//	load echo   -url ws://127.0.0.1:PORT/echo -conns 50 -size 64 -burst 1 -duration 5s
+//	    Each connection sends `burst` messages (in one write) and waits for their echoes,
+//	    again and again. Prints messages echoed per second and latency percentiles (of a
+//	    whole burst).
 //	load fanout -url ws://127.0.0.1:PORT/chat -subscribers 100 -size 64 -window 4 -duration 5s
 //	    One publisher sends text messages to a relay room, keeping `window` of them in flight
 //	    (it waits for its own copies); the subscribers count what they receive.
@@ -153,12 +154,15 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	return sorted[i]
 }
 
-func runEcho(rawURL string, conns, size int, duration time.Duration) error {
+func runEcho(rawURL string, conns, size, burst int, duration time.Duration) error {
 	payload := make([]byte, size)
 	for i := range payload {
 		payload[i] = byte('a' + i%26)
 	}
-	message := frame(0x2, payload)
+	var message []byte
+	for i := 0; i < burst; i++ {
+		message = append(message, frame(0x2, payload)...)
+	}
 	var total atomic.Int64
 	latencies := make([][]time.Duration, conns)
 	clients := make([]*conn, conns)
@@ -188,19 +192,21 @@ func runEcho(rawURL string, conns, size int, duration time.Duration) error {
 					failure.Store(err)
 					return
 				}
-				_, got, err := c.read(buf)
-				if err != nil {
-					failure.Store(err)
-					return
-				}
-				if len(got) != size {
-					failure.Store(fmt.Errorf("echo of %d bytes, sent %d", len(got), size))
-					return
+				for k := 0; k < burst; k++ {
+					_, got, err := c.read(buf)
+					if err != nil {
+						failure.Store(err)
+						return
+					}
+					if len(got) != size {
+						failure.Store(fmt.Errorf("echo of %d bytes, sent %d", len(got), size))
+						return
+					}
 				}
 				if n%8 == 0 {
 					samples = append(samples, time.Since(t0))
 				}
-				total.Add(1)
+				total.Add(int64(burst))
 			}
 			latencies[i] = samples
 		}(i, c)
@@ -219,8 +225,8 @@ func runEcho(rawURL string, conns, size int, duration time.Duration) error {
 	}
 	sort.Slice(all, func(a, b int) bool { return all[a] < all[b] })
 	rate := float64(total.Load()) / elapsed.Seconds()
-	fmt.Printf("echo: %d connections, %d-byte messages: %.0f round trips/s, p50 %v, p99 %v\n",
-		conns, size, rate, percentile(all, 0.5), percentile(all, 0.99))
+	fmt.Printf("echo: %d connections, %d-byte messages, bursts of %d: %.0f messages/s, p50 %v, p99 %v\n",
+		conns, size, burst, rate, percentile(all, 0.5), percentile(all, 0.99))
 	fmt.Printf("RESULT rate=%.0f p50_us=%d p99_us=%d\n", rate, percentile(all, 0.5).Microseconds(), percentile(all, 0.99).Microseconds())
 	return nil
 }
@@ -309,12 +315,13 @@ func main() {
 	subscribers := fs.Int("subscribers", 100, "fanout: receiving connections")
 	size := fs.Int("size", 64, "message bytes")
 	window := fs.Int("window", 4, "fanout: messages in flight")
+	burst := fs.Int("burst", 1, "echo: messages per write")
 	duration := fs.Duration("duration", 5*time.Second, "how long to run")
 	fs.Parse(os.Args[2:])
 	var err error
 	switch os.Args[1] {
 	case "echo":
-		err = runEcho(*rawURL, *conns, *size, *duration)
+		err = runEcho(*rawURL, *conns, *size, *burst, *duration)
 	case "fanout":
 		err = runFanout(*rawURL, *subscribers, *size, *window, *duration)
 	default:
