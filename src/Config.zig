@@ -90,7 +90,7 @@ websocket_pong_timeout_ms: u32 = 10_000,
 /// Agree to permessage-deflate (RFC 7692) when WebSocket clients offer it.
 websocket_deflate: bool = true,
 /// WebSocket connections per worker that may use permessage-deflate at once (each holds about
-/// 420 KiB of compressor state); beyond it, offers are declined and messages go uncompressed.
+/// 360 KiB of compressor state); beyond it, offers are declined and messages go uncompressed.
 websocket_deflate_connections_max: u32 = 64,
 
 /// Why `validate` rejected a configuration.

@@ -12,6 +12,7 @@ pub const Utf8Validator = @import("websocket/Utf8Validator.zig");
 pub const Deflate = @import("websocket/Deflate.zig");
 pub const Session = @import("websocket/Session.zig");
 pub const Conn = @import("websocket/Conn.zig");
+pub const Outbox = @import("websocket/Outbox.zig");
 
 /// A whole message as the handler receives it (fragments already joined, decompressed, and
 /// text already checked to be UTF-8).
@@ -88,6 +89,7 @@ pub const Callbacks = struct {
 test {
     std.testing.refAllDecls(@This());
     _ = @import("websocket/session_test.zig");
+    _ = Outbox;
 }
 
 test "CloseCode: codes a peer may send" {

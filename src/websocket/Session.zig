@@ -33,6 +33,7 @@ const handshake = @import("handshake.zig");
 const Utf8Validator = @import("Utf8Validator.zig");
 const Deflate = @import("Deflate.zig");
 const Conn = @import("Conn.zig");
+const Outbox = @import("Outbox.zig");
 
 const CloseCode = websocket.CloseCode;
 const Message = websocket.Message;
@@ -85,10 +86,8 @@ inflated: std.ArrayList(u8) = .empty,
 /// A message delivered from `buffer` or `inflated` may be referenced by the send batch:
 /// gathering the next one waits until the batch has gone.
 pinned: bool = false,
-/// Arena memory for frames that do not fit the exchange's send buffer.
-region: []u8 = &.{},
-region_used: usize = 0,
-last_reserve: enum { out, region } = .out,
+/// Writes outgoing frames into the connection's send batch.
+outbox: Outbox = .{},
 /// When bytes last arrived, and when a keep-alive ping went out unanswered.
 last_receive_ms: u64 = 0,
 ping_sent_ms: ?u64 = null,
@@ -157,11 +156,6 @@ const CloseRequest = struct {
 
 /// A close frame carries a 2-byte code and at most 123 bytes of reason (§5.5).
 const reason_bytes_max = frame.control_payload_bytes_max - 2;
-/// Payloads up to this size are copied next to their frame header; larger ones that stay
-/// valid until sent go as their own iovec.
-const copy_bytes_max = 1024;
-/// The smallest arena region for frames that do not fit the send buffer.
-const region_bytes_min = 64 * 1024;
 /// Payload still to come of at least this size is read straight into the message buffer.
 const direct_bytes_min = 8 * 1024;
 /// Message buffers larger than this are freed between messages rather than kept.
@@ -669,8 +663,7 @@ pub fn onPeerClosed(s: *Session) void {
 /// The send batch went out: forget its memory and go on with what waited for it.
 pub fn onBatchSent(s: *Session, x: *Exchange) void {
     x.arena.reset();
-    s.region = &.{};
-    s.region_used = 0;
+    s.outbox.reset();
     s.batch_bytes.store(0, .monotonic);
     if (s.pinned) s.clearBuffers();
     if (s.state != .closed) s.process(x);
@@ -814,16 +807,14 @@ fn freeBlock(s: *Session, b: *Block) void {
 /// Bytes of the batch still to be sent.
 fn queuedBytes(s: *const Session, x: *const Exchange) u64 {
     _ = s;
-    var total: u64 = 0;
-    for (x.iovecs[x.iovec_index..x.iovec_count]) |iov| total += iov.len;
-    return total;
+    return Outbox.queuedBytes(x);
 }
 
 /// Adds a data message to the batch, compressed when agreed and worth it. `stable` says the
 /// payload stays valid until the batch is sent.
 fn queueData(s: *Session, x: *Exchange, opcode: frame.Opcode, payload: []const u8, stable: bool) error{ SendQueueFull, OutOfMemory }!void {
     if (s.deflate) |d| if (payload.len >= Deflate.compress_bytes_min) {
-        if (s.queueCompressed(x, d, opcode, payload)) {
+        if (s.outbox.addCompressed(x, d, opcode, payload, s.worker.config.websocket_send_queue_bytes_max)) {
             s.publishBatch(x);
             return;
         } else |err| switch (err) {
@@ -831,7 +822,10 @@ fn queueData(s: *Session, x: *Exchange, opcode: frame.Opcode, payload: []const u
             else => |e| return e,
         }
     };
-    try s.queueFrame(x, .{ .opcode = opcode, .payload_len = payload.len }, payload, stable);
+    try s.outbox.add(x, .{ .opcode = opcode, .payload_len = payload.len }, payload, .{
+        .stable = stable,
+        .queue_bytes_max = s.worker.config.websocket_send_queue_bytes_max,
+    });
     s.publishBatch(x);
 }
 
@@ -839,25 +833,14 @@ fn publishBatch(s: *Session, x: *const Exchange) void {
     s.batch_bytes.store(s.queuedBytes(x), .monotonic);
 }
 
-fn queueCompressed(s: *Session, x: *Exchange, d: *Deflate, opcode: frame.Opcode, payload: []const u8) error{ CompressFailed, SendQueueFull, OutOfMemory }!void {
-    const room = frame.server_header_bytes_max + Deflate.compressBound(payload.len);
-    const space = try s.reserve(x, room);
-    const compressed = d.compress(payload, space[frame.server_header_bytes_max..]) catch {
-        s.unreserve(x, space.len);
-        return error.CompressFailed;
-    };
-    const header = frame.writeHeader(space, .{ .opcode = opcode, .rsv1 = true, .payload_len = compressed.len });
-    std.mem.copyForwards(u8, space[header.len..][0..compressed.len], compressed);
-    const used = header.len + compressed.len;
-    s.unreserve(x, space.len - used);
-    try s.append(x, space[0..used]);
-}
-
 /// Adds a control frame; they are small and always fit (a close that cannot be queued
 /// ends the connection at once).
 fn queueControl(s: *Session, x: *Exchange, opcode: frame.Opcode, payload: []const u8) void {
     assert(payload.len <= frame.control_payload_bytes_max);
-    s.queueFrame(x, .{ .opcode = opcode, .payload_len = payload.len }, payload, false) catch {
+    s.outbox.add(x, .{ .opcode = opcode, .payload_len = payload.len }, payload, .{
+        .stable = false,
+        .queue_bytes_max = s.worker.config.websocket_send_queue_bytes_max,
+    }) catch {
         s.connection.?.phase = .closed;
         return;
     };
@@ -874,67 +857,4 @@ fn queueClose(s: *Session, x: *Exchange, code: ?CloseCode, reason: []const u8) v
         len = 2 + cut.len;
     }
     s.queueControl(x, .close, payload[0..len]);
-}
-
-fn queueFrame(s: *Session, x: *Exchange, options: frame.Options, payload: []const u8, stable: bool) error{ SendQueueFull, OutOfMemory }!void {
-    const header_len = frame.headerLen(payload.len);
-    // Leave room for one more region after a frame that takes two iovecs.
-    if (stable and payload.len > copy_bytes_max and x.iovec_count + 3 <= Exchange.iovec_max) {
-        const header = try s.reserve(x, header_len);
-        _ = frame.writeHeader(header, options);
-        try s.append(x, header);
-        try s.append(x, payload);
-        return;
-    }
-    const bytes = try s.reserve(x, header_len + payload.len);
-    _ = frame.writeHeader(bytes, options);
-    @memcpy(bytes[header_len..], payload);
-    try s.append(x, bytes);
-}
-
-/// Memory for `n` bytes of outgoing frames: the exchange's send buffer, then arena regions.
-fn reserve(s: *Session, x: *Exchange, n: usize) error{ SendQueueFull, OutOfMemory }![]u8 {
-    if (s.region.len - s.region_used >= n) {
-        const slice = s.region[s.region_used..][0..n];
-        s.region_used += n;
-        s.last_reserve = .region;
-        return slice;
-    }
-    if (s.region.len == 0) {
-        if (x.reserveOut(n)) |slice| {
-            s.last_reserve = .out;
-            return slice;
-        }
-    }
-    if (x.iovec_count >= Exchange.iovec_max) return error.SendQueueFull;
-    var size = @max(n, region_bytes_min, s.region.len * 2);
-    if (x.iovec_count + 1 == Exchange.iovec_max) {
-        // The last region: make it hold everything the queue may still take.
-        const limit = s.worker.config.websocket_send_queue_bytes_max;
-        size = @max(size, @as(usize, @intCast(limit -| s.queuedBytes(x))));
-    }
-    s.region = x.arena.allocator().alloc(u8, size) catch return error.OutOfMemory;
-    s.region_used = n;
-    s.last_reserve = .region;
-    return s.region[0..n];
-}
-
-/// Gives back the last `n` bytes of the last reservation.
-fn unreserve(s: *Session, x: *Exchange, n: usize) void {
-    switch (s.last_reserve) {
-        .out => x.out_len -= n,
-        .region => s.region_used -= n,
-    }
-}
-
-/// Adds bytes to the batch, merged with the previous iovec when contiguous.
-fn append(s: *Session, x: *Exchange, bytes: []const u8) error{SendQueueFull}!void {
-    _ = s;
-    if (bytes.len == 0) return;
-    if (x.iovec_count > x.iovec_index) {
-        const last = x.iovecs[x.iovec_count - 1];
-        if (last.base + last.len == bytes.ptr) return x.appendIovec(bytes);
-    }
-    if (x.iovec_count == Exchange.iovec_max) return error.SendQueueFull;
-    x.appendIovec(bytes);
 }
