@@ -8,7 +8,7 @@
 //! -Doptimize=debug|safe|fast|small is honoured by everything but `bench`.
 const std = @import("std");
 
-const examples = [_][]const u8{ "hello", "counter", "echo", "ws-echo", "ws-chat" };
+const examples = [_][]const u8{ "hello", "counter", "echo", "router", "arena", "ws-echo", "ws-chat" };
 
 pub fn build(b: *std.Build) void {
     const target = b.standardTargetOptions(.{});
@@ -78,6 +78,30 @@ pub fn build(b: *std.Build) void {
         }),
         .filters = test_filters,
     });
+    // The router and its examples over real sockets; the examples are imported as modules.
+    const fixtures = b.addOptions();
+    fixtures.addOptionPath("dataset", b.path("tests/data/httparena-dataset.json"));
+    const router_tests = b.addTest(.{
+        .name = "integration-router",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("tests/router.zig"),
+            .target = target,
+            .optimize = optimize,
+            .imports = &.{
+                .{ .name = "saker", .module = saker },
+                .{ .name = "fixtures", .module = fixtures.createModule() },
+                .{ .name = "arena_example", .module = b.createModule(.{
+                    .root_source_file = b.path("examples/arena.zig"),
+                    .imports = &.{.{ .name = "saker", .module = saker }},
+                }) },
+                .{ .name = "router_example", .module = b.createModule(.{
+                    .root_source_file = b.path("examples/router.zig"),
+                    .imports = &.{.{ .name = "saker", .module = saker }},
+                }) },
+            },
+        }),
+        .filters = test_filters,
+    });
     // The micro-benchmarks' input and output checked once (correctness, never timing).
     const bench_tests = b.addTest(.{
         .name = "bench-micro",
@@ -89,11 +113,49 @@ pub fn build(b: *std.Build) void {
         }),
         .filters = test_filters,
     });
-    for ([_]*std.Build.Step.Compile{ unit_tests, integration_tests, bench_tests }) |t| {
+    const bench_router_tests = b.addTest(.{
+        .name = "bench-router",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("bench/router.zig"),
+            .target = target,
+            .optimize = optimize,
+            .imports = &.{.{ .name = "saker", .module = saker }},
+        }),
+        .filters = test_filters,
+    });
+    const hardening_tests = b.addTest(.{
+        .name = "hardening",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("tests/hardening.zig"),
+            .target = target,
+            .optimize = optimize,
+            .imports = &.{
+                .{ .name = "saker", .module = saker },
+                .{ .name = "build_options", .module = options.createModule() },
+            },
+        }),
+        .filters = test_filters,
+    });
+    for ([_]*std.Build.Step.Compile{ unit_tests, integration_tests, router_tests, hardening_tests, bench_tests, bench_router_tests }) |t| {
         const run = b.addRunArtifact(t);
         run.has_side_effects = true; // always run, so the summary counts every test
         test_step.dependOn(&run.step);
     }
+
+    // Fuzzing: the fuzz targets alone, built for speed. `./zigw build fuzz --fuzz=1M`
+    // fuzzes; without --fuzz it replays the corpus.
+    const fuzz_tests = b.addTest(.{
+        .name = "fuzz",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("src/root.zig"),
+            .target = target,
+            .optimize = .ReleaseFast,
+        }),
+        .filters = &.{"fuzz:"},
+    });
+    const fuzz_run = b.addRunArtifact(fuzz_tests);
+    fuzz_run.has_side_effects = true;
+    b.step("fuzz", "Run the fuzz targets (add --fuzz=N to fuzz)").dependOn(&fuzz_run.step);
 
     // Micro-benchmarks: their own module graph, pinned to ReleaseFast.
     const saker_fast = b.createModule(.{
@@ -112,7 +174,21 @@ pub fn build(b: *std.Build) void {
     });
     const bench_run = b.addRunArtifact(bench_exe);
     bench_run.addPassthruArgs();
-    b.step("bench", "Run the micro-benchmarks (ReleaseFast)").dependOn(&bench_run.step);
+    const bench_step = b.step("bench", "Run the micro-benchmarks (ReleaseFast)");
+    bench_step.dependOn(&bench_run.step);
+    const bench_router_exe = b.addExecutable(.{
+        .name = "bench-router",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("bench/router.zig"),
+            .target = target,
+            .optimize = .ReleaseFast,
+            .imports = &.{.{ .name = "saker", .module = saker_fast }},
+        }),
+    });
+    const bench_router_run = b.addRunArtifact(bench_router_exe);
+    bench_router_run.addPassthruArgs();
+    bench_router_run.step.dependOn(&bench_run.step); // one benchmark at a time
+    bench_step.dependOn(&bench_router_run.step);
     const bench_install = b.addInstallArtifact(bench_exe, .{});
     b.step("bench-install", "Build the micro-benchmark binary").dependOn(&bench_install.step);
 

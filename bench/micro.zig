@@ -41,6 +41,42 @@ pub fn writeHeadOnce(buffer: []u8, date: *const saker.DateCache) usize {
     return head.write(buffer).len;
 }
 
+/// What wrk sends, 16 deep: the pipelined benchmark's request.
+const pipelined_request = "GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n";
+const pipeline_depth = 16;
+const pipelined_input: [pipelined_request.len * pipeline_depth]u8 = blk: {
+    var bytes: [pipelined_request.len * pipeline_depth]u8 = undefined;
+    for (0..pipeline_depth) |i| @memcpy(bytes[i * pipelined_request.len ..][0..pipelined_request.len], pipelined_request);
+    break :blk bytes;
+};
+
+const Hello = struct {
+    fn handle(_: *anyopaque, _: *saker.Request, res: *saker.Response) anyerror!void {
+        res.content_type = "text/plain";
+        res.setBody("Hello, World!");
+    }
+};
+
+/// One read of 16 pipelined requests through a connection, and the one write of their
+/// responses: everything saker does per request apart from the syscalls themselves.
+/// Returns the bytes the connection would write.
+pub fn connectionCycle(connection: *saker.Connection, input: []const u8) usize {
+    const buffer = connection.recvBuffer().?;
+    @memcpy(buffer[0..input.len], input);
+    connection.onRecv(input.len);
+    var written: usize = 0;
+    while (true) switch (connection.next()) {
+        .send => |iovecs| {
+            var n: usize = 0;
+            for (iovecs) |iov| n += iov.len;
+            written += n;
+            connection.onSend(n);
+        },
+        .recv => return written,
+        else => |other| std.debug.panic("unexpected {t} after {d} bytes", .{ other, written }), // hello keeps the connection open
+    };
+}
+
 fn nowNs() u64 {
     var ts: linux.timespec = undefined;
     _ = linux.clock_gettime(.MONOTONIC, &ts);
@@ -89,6 +125,31 @@ pub fn main(init: std.process.Init) !void {
         result.* = (nowNs() - start) * 1000 / iterations;
     }
 
+    var budget: saker.Arena.Budget = .init(1 << 20);
+    // One connection carries every benchmarked request.
+    const config: saker.Config = .{ .requests_per_connection_max = std.math.maxInt(u32) };
+    var context: u8 = 0;
+    var worker: saker.Worker = undefined;
+    try worker.init(init.gpa, &config, .{ .context = &context, .handle = Hello.handle }, .{
+        .connections_max = 1,
+        .large_buffers_max = 1,
+        .budget = &budget,
+    });
+    defer worker.deinit();
+    worker.date.update(1795317694);
+    var connection: saker.Connection = .init(&worker);
+    defer connection.deinit();
+    const input: []const u8 = &pipelined_input;
+    var cycle_ns: [runs]u64 = undefined;
+    const cycles = @max(iterations / pipeline_depth, 1);
+    for (&cycle_ns) |*result| {
+        const start = nowNs();
+        var sink: usize = 0;
+        for (0..cycles) |_| sink +%= connectionCycle(&connection, input);
+        std.mem.doNotOptimizeAway(sink);
+        result.* = (nowNs() - start) * 1000 / (cycles * pipeline_depth);
+    }
+
     const parse_median = median(&parse_ns);
     const head_median = median(&head_ns);
     try w.print("request parse ({d} bytes, 10 fields): {d}.{d:0>3} ns/request (median of {d} x {d})\n", .{
@@ -96,6 +157,10 @@ pub fn main(init: std.process.Init) !void {
     });
     try w.print("response head ({d} bytes):           {d}.{d:0>3} ns/response\n", .{
         writeHeadOnce(&head_buffer, &date), head_median / 1000, head_median % 1000,
+    });
+    const cycle_median = median(&cycle_ns);
+    try w.print("connection, 16 pipelined requests:   {d}.{d:0>3} ns/request (parse, handler, head, batch)\n", .{
+        cycle_median / 1000, cycle_median % 1000,
     });
     try w.flush();
 }
@@ -106,6 +171,27 @@ test "micro: the benchmarked request parses as expected" {
     try std.testing.expectEqual(@as(usize, 10), parseOnce(&parser));
     try std.testing.expectEqualStrings("/products/search", parser.head.path);
     try std.testing.expect(browser_request.len > 450 and browser_request.len < 600);
+}
+
+test "micro: the connection cycle answers all 16 pipelined requests in one write" {
+    var budget: saker.Arena.Budget = .init(1 << 20);
+    const config: saker.Config = .{};
+    var context: u8 = 0;
+    var worker: saker.Worker = undefined;
+    try worker.init(std.testing.allocator, &config, .{ .context = &context, .handle = Hello.handle }, .{
+        .connections_max = 1,
+        .large_buffers_max = 1,
+        .budget = &budget,
+    });
+    defer worker.deinit();
+    worker.date.update(784111777);
+    var connection: saker.Connection = .init(&worker);
+    defer connection.deinit();
+    const one_response = "HTTP/1.1 200 OK\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nContent-Type: text/plain\r\n" ++
+        "Content-Length: 13\r\n\r\nHello, World!";
+    for (0..3) |_| {
+        try std.testing.expectEqual(one_response.len * pipeline_depth, connectionCycle(&connection, &pipelined_input));
+    }
 }
 
 test "micro: the benchmarked head is what a client should get" {

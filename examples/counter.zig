@@ -21,6 +21,5 @@ pub fn main(init: std.process.Init) !void {
     var counter: Counter = .{};
     var server = try saker.Server(Counter).init(init.gpa, &counter, config);
     defer server.deinit();
-    saker.cli.announce(init.io, config.host, server.port());
-    try server.run();
+    try saker.cli.run(init.io, &server, config.host);
 }

@@ -31,6 +31,5 @@ pub fn main(init: std.process.Init) !void {
     var hello: Hello = .{};
     var server = try saker.Server(Hello).init(init.gpa, &hello, config);
     defer server.deinit();
-    saker.cli.announce(init.io, config.host, server.port());
-    try server.run();
+    try saker.cli.run(init.io, &server, config.host);
 }

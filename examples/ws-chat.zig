@@ -8,7 +8,7 @@ const saker = @import("saker");
 const websocket = saker.websocket;
 
 const Chat = struct {
-    mutex: saker.Mutex = .{},
+    mutex: saker.sync.Mutex = .{},
     /// The members, in no particular order.
     members: std.ArrayList(websocket.Conn) = .empty,
     gpa: std.mem.Allocator,

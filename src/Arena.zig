@@ -72,6 +72,34 @@ const vtable: Allocator.VTable = .{
     .free = free,
 };
 
+/// A snapshot of an arena's counters.
+pub const Stats = struct {
+    /// Size of the preallocated region.
+    region_bytes: usize,
+    /// Bytes of the region in use by the current request.
+    region_used_bytes: usize,
+    /// Fallback (heap) allocations made by this arena since start.
+    fallback_count: u64,
+    /// Heap bytes the owning worker may still take (shared by all its arenas).
+    budget_remaining_bytes: u64,
+};
+
+/// The arena's counters now.
+pub fn stats(arena: *const Arena) Stats {
+    return .{
+        .region_bytes = arena.region.len,
+        .region_used_bytes = arena.used,
+        .fallback_count = arena.fallback_count,
+        .budget_remaining_bytes = arena.budget.remaining.load(.monotonic),
+    };
+}
+
+/// The arena behind `a`, or null when `a` is another kind of allocator.
+pub fn fromAllocator(a: Allocator) ?*Arena {
+    if (a.vtable != &vtable) return null;
+    return @ptrCast(@alignCast(a.ptr));
+}
+
 /// Frees every fallback block and makes the whole region available again.
 pub fn reset(arena: *Arena) void {
     var block = arena.overflow;
@@ -166,6 +194,12 @@ test "Arena: region first, then budgeted fallback, all released by reset" {
     try std.testing.expect(budget.remaining.load(.monotonic) < 4096 - 1000);
     try std.testing.expectError(error.OutOfMemory, a.alloc(u8, 5000));
     try std.testing.expectEqual(@as(u64, 1), arena.fallback_count);
+
+    const counters = fromAllocator(a).?.stats();
+    try std.testing.expectEqual(@as(u64, 1), counters.fallback_count);
+    try std.testing.expectEqual(@as(usize, 256), counters.region_bytes);
+    try std.testing.expect(counters.budget_remaining_bytes < 4096 - 1000);
+    try std.testing.expectEqual(@as(?*Arena, null), fromAllocator(std.testing.allocator));
 
     arena.reset();
     try std.testing.expectEqual(@as(u64, 4096), budget.remaining.load(.monotonic));

@@ -16,6 +16,9 @@ port: u16 = 8080,
 workers: u16 = 0,
 /// How connections are driven.
 engine: EngineKind = .epoll,
+/// Processes serving the port (`Server.run` forks them and restarts any that crash);
+/// 1 serves in the calling process.
+processes: u16 = 1,
 /// Length of each listener's accept queue.
 backlog: u31 = 1024,
 
@@ -23,6 +26,24 @@ backlog: u31 = 1024,
 
 /// Open connections across all workers; beyond it new connections are closed at once.
 connections_max: u32 = 10_000,
+/// Threads of the `worker_pool` engine's pool (each serves one connection at a time).
+pool_threads: u16 = 128,
+/// Accepted connections waiting for a `worker_pool` thread; when full, acceptors wait.
+pool_queue_max: u32 = 4096,
+/// Submission queue entries of each `io_uring` worker's ring.
+io_uring_entries: u16 = 4096,
+/// Receive buffers in each `io_uring` worker's provided-buffer ring (a power of two).
+io_uring_recv_buffers: u16 = 512,
+/// Size of each of those receive buffers.
+io_uring_recv_buffer_bytes: u32 = 4096,
+/// Threads that run handlers which may block, for the `epoll` and `io_uring` engines (the
+/// others run handlers on connection threads anyway). 0: none, unless the handler declares
+/// `pub const blocking = true`, which gets 4 per CPU.
+handler_threads: u16 = 0,
+/// Requests waiting for a handler thread; beyond it they get 503.
+handler_queue_max: u32 = 1024,
+/// Stack size of threads that run handlers (thread_per_connection, worker_pool).
+thread_stack_bytes: u32 = 1024 * 1024,
 /// Requests served on one connection before it is closed (keep-alive bound).
 requests_per_connection_max: u32 = 100_000,
 
@@ -36,6 +57,8 @@ header_bytes_max: u32 = 64 * 1024,
 header_count_max: u16 = 64,
 /// Largest request body after chunked decoding (413 beyond).
 body_bytes_max: u64 = 8 * 1024 * 1024,
+/// Largest request body a handler receives in pieces through `onBody` (413 beyond).
+streamed_body_bytes_max: u64 = 1024 * 1024 * 1024,
 /// Longest chunk extension list on one chunk line (400 beyond).
 chunk_extension_bytes_max: u32 = 4 * 1024,
 /// Longest trailer section of a chunked body (400 beyond).
@@ -53,8 +76,8 @@ send_buffer_bytes: u32 = 8 * 1024,
 arena_bytes: u32 = 8 * 1024,
 /// Largest response body a handler may build in memory (500 beyond).
 response_body_bytes_max: u64 = 64 * 1024 * 1024,
-/// Heap memory one worker may use beyond its preallocated buffers, for large bodies and
-/// arena overflow (503 or 500 beyond).
+/// Heap memory the whole server may use beyond its preallocated buffers, for large bodies
+/// and arena overflow (503 or 500 beyond).
 overflow_bytes_max: u64 = 512 * 1024 * 1024,
 /// Most response header fields a handler may add (500 beyond).
 response_header_count_max: u16 = 32,
@@ -137,6 +160,23 @@ pub fn validate(config: *const Config, reason: *[]const u8) Error!void {
         .{
             .ok = config.websocket_ping_interval_ms == 0 or config.websocket_pong_timeout_ms > 0,
             .why = "websocket_pong_timeout_ms must be positive when pings are on",
+        },
+        .{ .ok = config.pool_threads >= 1, .why = "pool_threads must be at least 1" },
+        .{ .ok = config.processes >= 1 and config.processes <= 256, .why = "processes must be 1 to 256" },
+        .{
+            .ok = std.math.isPowerOfTwo(config.io_uring_recv_buffers) and config.io_uring_recv_buffers <= 32768,
+            .why = "io_uring_recv_buffers must be a power of two, at most 32768",
+        },
+        .{
+            .ok = config.io_uring_entries >= 64 and std.math.isPowerOfTwo(config.io_uring_entries),
+            .why = "io_uring_entries must be a power of two, at least 64",
+        },
+        .{ .ok = config.io_uring_recv_buffer_bytes >= 512, .why = "io_uring_recv_buffer_bytes must be at least 512" },
+        .{ .ok = config.pool_queue_max >= 1, .why = "pool_queue_max must be at least 1" },
+        .{ .ok = config.handler_queue_max >= 1, .why = "handler_queue_max must be at least 1" },
+        .{
+            .ok = config.thread_stack_bytes >= 64 * 1024,
+            .why = "thread_stack_bytes must be at least 64 KiB",
         },
     };
     for (rules) |rule| {

@@ -20,6 +20,7 @@ const RequestParser = @import("http1/RequestParser.zig");
 const ChunkedDecoder = @import("http1/ChunkedDecoder.zig");
 const ResponseHead = @import("http1/ResponseHead.zig");
 const Session = @import("websocket/Session.zig");
+const client_error = @import("client_error.zig");
 
 const log = std.log.scoped(.saker);
 
@@ -61,6 +62,8 @@ pub const Phase = enum {
     head,
     /// Receiving a request body.
     body,
+    /// The handler runs on a pool thread; the engine waits to be woken.
+    handling,
     /// The last response is out; the engine must shut down the write side.
     shutdown,
     /// Reading and discarding until the client closes or `linger_timeout_ms` passes.
@@ -80,6 +83,9 @@ pub const Next = union(enum) {
     send: []const posix.iovec_const,
     /// Send this file range (sendfile), then call `onSend` with the count sent.
     send_file: Response.File,
+    /// Nothing to do until the worker's completion event fires (a pool thread runs the
+    /// handler); then call `onPoolEvent`.
+    wait,
     /// shutdown(SHUT_WR), then call `onShutdown`.
     shutdown,
     /// Close the socket, then call `deinit`.
@@ -125,14 +131,28 @@ pub fn next(c: *const Connection) Next {
         else => {},
     }
     if (c.exchange) |x| {
+        if (c.phase == .handling) {
+            if (x.external_index < x.external_count) return .{ .send = x.external[x.external_index..x.external_count] };
+            return .wait;
+        }
         if (x.iovec_index < x.iovec_count) return .{ .send = x.iovecs[x.iovec_index..x.iovec_count] };
         if (x.file) |file| return .{ .send_file = file };
     }
     return .recv;
 }
 
+/// Whether a pool thread is using this connection (it must not be freed).
+pub fn handling(c: *const Connection) bool {
+    return c.phase == .handling;
+}
+
 /// When the engine must call `onTimeout` (worker clock, milliseconds).
 pub fn deadline(c: *const Connection) u64 {
+    if (c.phase == .handling) {
+        // Only a chunk the handler is streaming can stall; the handler itself is not timed.
+        const x = c.exchange.?;
+        return if (x.external_index < x.external_count) c.send_deadline_ms else std.math.maxInt(u64);
+    }
     if (c.exchange) |x| if (x.sending()) return c.send_deadline_ms;
     if (c.phase == .websocket) return c.websocket.?.deadline();
     return c.read_deadline_ms;
@@ -156,11 +176,11 @@ pub fn recvBuffer(c: *Connection) ?[]u8 {
         },
         .body => return switch (x.body) {
             .buffer => |b| b.bytes[b.received..],
-            .in_place, .chunked => x.recv[x.recv_end..],
+            .in_place, .chunked, .streamed_length => x.recv[x.recv_end..],
             .none => unreachable,
         },
         .linger => return x.recv_small,
-        .shutdown, .closed => unreachable,
+        .shutdown, .closed, .handling => unreachable,
     }
 }
 
@@ -182,7 +202,7 @@ pub fn onRecv(c: *Connection, n: usize) void {
         .head => x.recv_end += @intCast(n),
         .body => switch (x.body) {
             .buffer => |*b| b.received += n,
-            .in_place, .chunked => x.recv_end += @intCast(n),
+            .in_place, .chunked, .streamed_length => x.recv_end += @intCast(n),
             .none => unreachable,
         },
         .websocket => {
@@ -191,7 +211,7 @@ pub fn onRecv(c: *Connection, n: usize) void {
             return;
         },
         .linger => return,
-        .shutdown, .closed => unreachable,
+        .shutdown, .closed, .handling => unreachable,
     }
     c.process();
 }
@@ -200,6 +220,7 @@ pub fn onRecv(c: *Connection, n: usize) void {
 pub fn onSend(c: *Connection, n: usize) void {
     const x = c.exchange.?;
     c.send_deadline_ms = c.worker.now_ms + c.worker.config.write_timeout_ms;
+    if (c.phase == .handling) return c.externalSent(x, n);
     if (x.iovec_index < x.iovec_count) {
         x.advanceIovecs(n);
     } else {
@@ -224,11 +245,19 @@ pub fn onShutdown(c: *Connection) void {
 
 /// The socket failed (reset, broken pipe): nothing more can be done but close.
 pub fn onError(c: *Connection) void {
+    if (c.phase == .handling) {
+        // The pool thread still uses the exchange: close once the handler returns.
+        const x = c.exchange.?;
+        x.client_gone = true;
+        if (x.external_index < x.external_count) c.finishExternal(x, .failed);
+        return;
+    }
     c.phase = .closed;
 }
 
 /// `deadline()` has passed.
 pub fn onTimeout(c: *Connection) void {
+    if (c.phase == .handling) return c.onError(); // a streamed chunk the client does not read
     if (c.exchange) |x| if (x.sending()) {
         c.phase = .closed; // the client stopped reading
         return;
@@ -249,6 +278,7 @@ pub fn onTimeout(c: *Connection) void {
             }
         },
         .body => c.fail(.request_timeout, "request body not received in time"),
+        .handling => unreachable, // returned above
     }
 }
 
@@ -304,14 +334,9 @@ fn process(c: *Connection) void {
             .body => {
                 if (!c.processBody(x)) break;
                 c.dispatch(x);
+                if (c.phase == .handling) break;
                 c.finishRequest(x);
-                if (c.websocket) |session| {
-                    if (c.close_after_send) break; // the 101 could not be written
-                    // The 101 is in the batch: from here on, bytes are WebSocket frames.
-                    c.phase = .websocket;
-                    session.open(c, x);
-                    break;
-                }
+                if (c.startWebSocket(x)) break;
                 if (x.batchFull()) break;
             },
             else => break,
@@ -362,6 +387,33 @@ fn startBody(c: *Connection, x: *Exchange) bool {
     x.body_start = x.head_start + head.len;
     c.phase = .body;
     c.read_deadline_ms = c.worker.now_ms + config.body_timeout_ms;
+    x.prepared = false;
+    const action: Worker.BodyAction = if (c.worker.dispatch.on_head) |on_head| blk: {
+        c.prepare(x, "");
+        const action = on_head(c.worker.dispatch.context, &x.request, &x.response) catch |err| {
+            c.hookFailed(x, err);
+            return false;
+        };
+        break :blk if (head.framing == .none) .buffer else action;
+    } else .buffer;
+    switch (action) {
+        .buffer => return c.startBufferedBody(x),
+        .stream => return c.startStreamedBody(x),
+        .skip => {
+            // The handler answers without the body; the connection cannot be reused, and no
+            // 100 Continue invites the client to send it (RFC 9110 §10.1.1).
+            head.expect_continue = false;
+            head.keep_alive = false;
+            x.body = .none;
+            c.linger = true;
+            return true;
+        },
+    }
+}
+
+fn startBufferedBody(c: *Connection, x: *Exchange) bool {
+    const head = &x.parser.head;
+    const config = c.worker.config;
     switch (head.framing) {
         .none => x.body = .none,
         .content_length => |length| {
@@ -382,15 +434,90 @@ fn startBody(c: *Connection, x: *Exchange) bool {
                 x.body = .{ .buffer = .{ .bytes = bytes, .received = have } };
             }
         },
-        .chunked => x.body = .{ .chunked = .{
-            .decoder = .init(.{
-                .extension_bytes_max = config.chunk_extension_bytes_max,
-                .trailer_bytes_max = config.trailer_bytes_max,
-            }),
-            .body_end = x.body_start,
-            .raw_pos = x.body_start,
-        } },
+        .chunked => x.body = .{ .chunked = c.chunkedState(x, false) },
     }
+    return true;
+}
+
+fn startStreamedBody(c: *Connection, x: *Exchange) bool {
+    const head = &x.parser.head;
+    switch (head.framing) {
+        .none => x.body = .none,
+        .content_length => |length| {
+            if (length > c.worker.config.streamed_body_bytes_max) {
+                c.fail(.content_too_large, "request body too large");
+                return false;
+            }
+            if (x.body_start == x.recv.len) {
+                c.fail(.request_header_fields_too_large, "request head leaves no room for the body");
+                return false;
+            }
+            x.body = .{ .streamed_length = .{ .remaining = length } };
+        },
+        .chunked => x.body = .{ .chunked = c.chunkedState(x, true) },
+    }
+    return true;
+}
+
+fn chunkedState(c: *Connection, x: *Exchange, stream: bool) Exchange.Chunked {
+    const config = c.worker.config;
+    return .{
+        .decoder = .init(.{
+            .extension_bytes_max = config.chunk_extension_bytes_max,
+            .trailer_bytes_max = config.trailer_bytes_max,
+        }),
+        .body_end = x.body_start,
+        .raw_pos = x.body_start,
+        .stream = stream,
+    };
+}
+
+/// Builds the request view and an empty response for the current head and `body`.
+fn prepare(c: *Connection, x: *Exchange, body: []const u8) void {
+    const head = &x.parser.head;
+    x.request = .init(head, body, x.arena.allocator());
+    const free = x.out.len - x.out_len;
+    const body_buffer = if (free >= Exchange.head_reserve + 256)
+        x.out[x.out_len + Exchange.head_reserve ..]
+    else
+        x.out[x.out.len..];
+    x.response = .init(.{
+        .arena = x.arena.allocator(),
+        .header_storage = x.response_header_storage,
+        .body_buffer = body_buffer,
+        .body_bytes_max = c.worker.config.response_body_bytes_max,
+        .discard_body = head.method == .HEAD,
+        .stream = if (c.sink != null) .{ .context = c, .sendChunk = sendChunk } else null,
+    });
+    x.prepared = true;
+}
+
+/// An `onHead` or `onBody` hook failed: send the error response it prepared (status >= 400),
+/// or a 500; either way the rest of the body is not read, so the connection closes.
+fn hookFailed(c: *Connection, x: *Exchange, err: anyerror) void {
+    const res = &x.response;
+    x.body = .none;
+    x.parser.head.expect_continue = false;
+    if (res.status.code() >= 400 and res.failure == null) {
+        log.debug("request hook ended the request on {s}: {t}", .{ x.request.path, err });
+        x.parser.head.keep_alive = false; // the rest of the body is never read
+        c.linger = true;
+        c.finishResponse(x);
+        c.finishRequest(x);
+        return;
+    }
+    c.handlerFailed(x, err);
+}
+
+/// Hands a piece of a streamed body to the handler's `onBody`. Returns false when the hook
+/// failed (the request is then answered and the connection closes).
+fn deliver(c: *Connection, x: *Exchange, chunk: []const u8) bool {
+    if (chunk.len == 0) return true;
+    const on_body = c.worker.dispatch.on_body.?;
+    on_body(c.worker.dispatch.context, &x.request, &x.response, chunk) catch |err| {
+        c.hookFailed(x, err);
+        return false;
+    };
     return true;
 }
 
@@ -400,6 +527,7 @@ fn processBody(c: *Connection, x: *Exchange) bool {
         .none => true,
         .in_place => |b| x.recv_end >= b.end,
         .buffer => |b| b.received == b.bytes.len,
+        .streamed_length => |*b| c.streamLength(x, b) catch return false,
         .chunked => |*chunked| c.decodeChunked(x, chunked) catch return false,
     };
     if (!complete and x.parser.head.expect_continue) {
@@ -415,10 +543,25 @@ fn processBody(c: *Connection, x: *Exchange) bool {
     return complete;
 }
 
+/// Delivers what arrived of a streamed Content-Length body; returns whether it is complete.
+fn streamLength(c: *Connection, x: *Exchange, body: *@FieldType(Exchange.Body, "streamed_length")) error{Failed}!bool {
+    const available = x.recv_end - x.body_start;
+    const take: u32 = @intCast(@min(available, body.remaining));
+    if (!c.deliver(x, x.recv[x.body_start..][0..take])) return error.Failed;
+    body.remaining -= take;
+    if (body.remaining == 0) {
+        body.next_start = x.body_start + take;
+        return true;
+    }
+    x.recv_end = x.body_start; // all consumed: the next read reuses the space
+    return false;
+}
+
 /// Decodes what arrived of a chunked body, keeping decoded bytes in place. Returns whether the
 /// body is complete; fails the request (and returns an error) on bad framing or size.
 fn decodeChunked(c: *Connection, x: *Exchange, chunked: *Exchange.Chunked) error{Failed}!bool {
-    const limit = c.worker.config.body_bytes_max;
+    const config = c.worker.config;
+    const limit = if (chunked.stream) config.streamed_body_bytes_max else config.body_bytes_max;
     while (chunked.raw_pos < x.recv_end and !chunked.decoder.done()) {
         const output = chunked.decoder.feed(x.recv[chunked.raw_pos..x.recv_end]) catch |err| {
             c.fail(.bad_request, ChunkedDecoder.message(err));
@@ -436,6 +579,10 @@ fn decodeChunked(c: *Connection, x: *Exchange, chunked: *Exchange.Chunked) error
             chunked.body_end += @intCast(output.data.len);
         }
         chunked.raw_pos += @intCast(output.consumed);
+    }
+    if (chunked.stream) {
+        if (!c.deliver(x, x.recv[x.body_start..chunked.body_end])) return error.Failed;
+        chunked.body_end = x.body_start;
     }
     if (chunked.decoder.done()) return true;
     // Everything received is decoded: the raw area collapses onto the decoded bytes.
@@ -462,6 +609,7 @@ fn decodeChunked(c: *Connection, x: *Exchange, chunked: *Exchange.Chunked) error
 fn takeBody(c: *Connection, x: *Exchange) error{Failed}!struct { bytes: []const u8, next_start: u32 } {
     return switch (x.body) {
         .none => .{ .bytes = "", .next_start = x.body_start },
+        .streamed_length => |b| .{ .bytes = "", .next_start = b.next_start },
         .in_place => |b| .{ .bytes = x.recv[x.body_start..b.end], .next_start = b.end },
         .buffer => |b| .{ .bytes = b.bytes, .next_start = x.recv_end },
         .chunked => |*chunked| blk: {
@@ -480,43 +628,141 @@ fn takeBody(c: *Connection, x: *Exchange) error{Failed}!struct { bytes: []const 
 /// Calls the handler for the complete request and adds its response to the batch.
 fn dispatch(c: *Connection, x: *Exchange) void {
     const body = c.takeBody(x) catch return;
-    const head = &x.parser.head;
-    x.request = .init(head, body.bytes, x.arena.allocator());
-    const free = x.out.len - x.out_len;
-    const body_buffer = if (free >= Exchange.head_reserve + 256)
-        x.out[x.out_len + Exchange.head_reserve ..]
-    else
-        x.out[x.out.len..];
-    x.response = .init(.{
-        .arena = x.arena.allocator(),
-        .header_storage = x.response_header_storage,
-        .body_buffer = body_buffer,
-        .body_bytes_max = c.worker.config.response_body_bytes_max,
-        .discard_body = head.method == .HEAD,
-        .stream = if (c.sink != null) .{ .context = c, .sendChunk = sendChunk } else null,
-    });
-    const res = &x.response;
-    c.worker.dispatch.handle(c.worker.dispatch.context, &x.request, res) catch |err| {
-        return c.handlerFailed(x, err);
+    if (x.prepared) {
+        x.request.body_bytes = body.bytes;
+    } else {
+        c.prepare(x, body.bytes);
+    }
+    if (c.worker.handler_pool) |pool| if (c.sink == null) {
+        c.phase = .handling;
+        x.handler_done = false;
+        x.handler_error = null;
+        x.client_gone = false;
+        pool.submit(c) catch {
+            c.phase = .body;
+            c.fail(.service_unavailable, "all handler threads are busy");
+        };
+        return;
     };
+    const result = c.worker.dispatch.handle(c.worker.dispatch.context, &x.request, &x.response);
+    c.handlerReturned(x, result);
+}
+
+fn handlerReturned(c: *Connection, x: *Exchange, result: anyerror!void) void {
+    const res = &x.response;
+    result catch |err| return c.handlerFailed(x, err);
     if (res.failure) |err| return c.handlerFailed(x, err);
     if (res.status.code() < 200 and res.websocket_upgrade == null) return c.handlerFailed(x, error.InterimStatusFromHandler);
     c.finishResponse(x);
 }
 
+/// Runs the handler for the current request; called on a handler pool thread, which owns the
+/// exchange until it posts the completion.
+pub fn runHandlerOnPool(c: *Connection) void {
+    const x = c.exchange.?;
+    assert(c.phase == .handling);
+    x.pool_sink = .{ .context = c, .writeAll = poolWriteAll };
+    c.sink = &x.pool_sink;
+    x.response.stream = .{ .context = c, .sendChunk = sendChunk };
+    c.worker.dispatch.handle(c.worker.dispatch.context, &x.request, &x.response) catch |err| {
+        x.handler_error = err;
+    };
+    c.sink = null;
+    x.response.stream = null;
+    x.handler_done = true;
+    c.worker.postCompletion(c);
+}
+
+/// The worker's completion event fired for this connection: a streamed chunk to send (then
+/// `next()` says so), or the handler is done.
+pub fn onPoolEvent(c: *Connection) void {
+    assert(c.phase == .handling);
+    const x = c.exchange.?;
+    if (!x.handler_done) return; // a chunk to send: next() returns it
+    x.handler_done = false;
+    c.phase = .body;
+    if (x.client_gone) {
+        c.phase = .closed;
+        return;
+    }
+    const result: anyerror!void = if (x.handler_error) |err| err else {};
+    c.handlerReturned(x, result);
+    c.finishRequest(x);
+    if (c.startWebSocket(x)) {
+        c.armSendDeadline(x);
+        return;
+    }
+    if (!x.batchFull() and !c.close_after_send) c.process();
+    if (x.sending()) c.send_deadline_ms = c.worker.now_ms + c.worker.config.write_timeout_ms;
+}
+
+/// Connection.Sink for pool threads: hands the iovecs to the engine and waits until they are
+/// written (or the client is gone).
+fn poolWriteAll(context: *anyopaque, iovecs: []const posix.iovec_const) error{ClientGone}!void {
+    const c: *Connection = @ptrCast(@alignCast(context));
+    const x = c.exchange.?;
+    var rest = iovecs;
+    while (rest.len > 0) {
+        const count = @min(rest.len, x.external.len);
+        @memcpy(x.external[0..count], rest[0..count]);
+        rest = rest[count..];
+        x.external_index = 0;
+        x.external_count = @intCast(count);
+        x.external_state.store(@backingInt(Exchange.ExternalState.pending), .release);
+        c.worker.postCompletion(c);
+        while (true) {
+            const state = x.external_state.load(.acquire);
+            if (state != @backingInt(Exchange.ExternalState.pending)) break;
+            _ = std.os.linux.futex_4arg(&x.external_state.raw, .{ .cmd = .WAIT, .private = true }, state, null);
+        }
+        if (x.external_state.load(.acquire) == @backingInt(Exchange.ExternalState.failed)) return error.ClientGone;
+    }
+}
+
+fn externalSent(c: *Connection, x: *Exchange, n: usize) void {
+    var left = n;
+    while (left > 0) {
+        const iov = &x.external[x.external_index];
+        if (left < iov.len) {
+            iov.base += left;
+            iov.len -= left;
+            return;
+        }
+        left -= iov.len;
+        x.external_index += 1;
+    }
+    if (x.external_index == x.external_count) c.finishExternal(x, .sent);
+}
+
+fn finishExternal(c: *Connection, x: *Exchange, state: Exchange.ExternalState) void {
+    _ = c;
+    x.external_index = 0;
+    x.external_count = 0;
+    x.external_state.store(@backingInt(state), .release);
+    _ = std.os.linux.futex_3arg(&x.external_state.raw, .{ .cmd = .WAKE, .private = true }, 1);
+}
+
 fn handlerFailed(c: *Connection, x: *Exchange, err: anyerror) void {
-    log.warn("handler failed on {s} {s}: {t}", .{ x.request.method.name(), x.request.path, err });
+    // Bad input the handler refused (`ClientError`) is the client's fault: its 4xx, not 500.
+    const reply = client_error.answer(err);
+    if (reply == null) {
+        log.warn("handler failed on {s} {s}: {t}", .{ x.request.method.name(), x.request.path, err });
+    } else {
+        log.debug("handler refused {s} {s}: {t}", .{ x.request.method.name(), x.request.path, err });
+    }
     if (x.response.streaming) {
         // The head is out; the only honest signal left is an incomplete body.
         c.close_after_send = true;
         return;
     }
+    if (reply) |r| return c.fail(r.status, r.reason);
     c.fail(.internal_server_error, "the handler failed");
 }
 
 /// Whether the connection stays open after the current response (RFC 9112 §9.3, §9.6).
 fn keepAlive(c: *const Connection, x: *const Exchange) bool {
-    return x.parser.head.keep_alive and x.response.keep_alive and !c.worker.draining and
+    const draining = @atomicLoad(bool, &c.worker.draining, .monotonic); // also read on pool threads
+    return x.parser.head.keep_alive and x.response.keep_alive and !draining and
         c.requests_served + 1 < c.worker.config.requests_per_connection_max;
 }
 
@@ -574,6 +820,17 @@ fn finishResponse(c: *Connection, x: *Exchange) void {
             } else if (file.close_when_done) closeFile(file.fd);
         },
     }
+}
+
+/// After a request whose handler accepted a WebSocket upgrade: switches the connection to
+/// the WebSocket protocol (the 101 is in the batch; from here on, bytes are frames). Returns
+/// whether it did.
+fn startWebSocket(c: *Connection, x: *Exchange) bool {
+    const session = c.websocket orelse return false;
+    if (c.close_after_send) return false; // the 101 could not be written; deinit gives it back
+    c.phase = .websocket;
+    session.open(c, x);
+    return true;
 }
 
 /// Answers an upgrade the handler accepted with 101 and prepares the WebSocket session
@@ -707,6 +964,7 @@ fn iovec(bytes: []const u8) posix.iovec_const {
 fn finishRequest(c: *Connection, x: *Exchange) void {
     const next_start = switch (x.body) {
         .none => x.body_start,
+        .streamed_length => |b| b.next_start,
         .in_place => |b| b.end,
         .buffer => x.recv_end,
         .chunked => |chunked| chunked.raw_pos,

@@ -1,13 +1,16 @@
 //! The `Date` header line (RFC 9110 §6.6.1, IMF-fixdate), rebuilt at most once a second.
-//! Each worker thread owns one, so reading it needs no synchronisation; the engine calls
-//! `update` with the wall-clock time it already read for its timers.
+//! Each worker thread owns one and updates it; handler pool threads may read it while the
+//! engine rebuilds it, so it is double-buffered: a new line is written into the spare buffer
+//! and then published with one atomic store.
 const std = @import("std");
 const assert = std.debug.assert;
 
 const DateCache = @This();
 
-/// "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n".
-line_buffer: [line_len]u8 = undefined,
+/// Two "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n" lines: the published one and the spare.
+buffers: [2][line_len]u8 = undefined,
+/// Which buffer is published.
+published: std.atomic.Value(u8) = .init(0),
 /// The second `line_buffer` describes, or -1 before the first update.
 second: i64 = -1,
 
@@ -24,14 +27,15 @@ pub fn update(cache: *DateCache, unix_seconds: i64) void {
     assert(unix_seconds >= 0);
     if (unix_seconds == cache.second) return;
     cache.second = unix_seconds;
-    _ = format(&cache.line_buffer, "Date: ", unix_seconds);
-    @memcpy(cache.line_buffer[line_len - 2 ..], "\r\n");
+    const spare = 1 - cache.published.load(.monotonic);
+    _ = format(&cache.buffers[spare], "Date: ", unix_seconds);
+    @memcpy(cache.buffers[spare][line_len - 2 ..], "\r\n");
+    cache.published.store(spare, .release);
 }
 
 /// The current header line. Asserts `update` was called.
 pub fn line(cache: *const DateCache) []const u8 {
-    assert(cache.second >= 0);
-    return &cache.line_buffer;
+    return &cache.buffers[cache.published.load(.acquire)];
 }
 
 /// Writes `prefix` and the IMF-fixdate for `unix_seconds` into `buffer`; returns the bytes.

@@ -11,6 +11,7 @@ const Request = @import("Request.zig");
 const Response = @import("Response.zig");
 const RequestParser = @import("http1/RequestParser.zig");
 const ChunkedDecoder = @import("http1/ChunkedDecoder.zig");
+const Connection = @import("Connection.zig");
 
 const Exchange = @This();
 
@@ -57,6 +58,29 @@ file: ?Response.File = null,
 request: Request = undefined,
 /// The response being built.
 response: Response = undefined,
+/// Whether `request` and `response` were set up before the body (for `onHead`).
+prepared: bool = false,
+
+// While the handler runs on a pool thread:
+/// The error `handle` returned, if any.
+handler_error: ?anyerror = null,
+/// Set by the pool thread when `handle` has returned.
+handler_done: bool = false,
+/// Link in the worker's completion list.
+next_completion: ?*Connection = null,
+/// The client went away while the handler ran; close when it is done.
+client_gone: bool = false,
+/// A chunk the pool thread asked the engine to send (streaming), and its progress.
+external: [iovec_max]posix.iovec_const = undefined,
+external_count: u8 = 0,
+external_index: u8 = 0,
+/// Futex word the pool thread waits on: `ExternalState`.
+external_state: std.atomic.Value(u32) = .init(@backingInt(ExternalState.idle)),
+/// The streaming sink the pool thread uses.
+pool_sink: Connection.Sink = undefined,
+
+/// Progress of a chunk handed from a pool thread to the engine.
+pub const ExternalState = enum(u32) { idle, pending, sent, failed };
 
 /// How a body is being received.
 pub const Body = union(enum) {
@@ -66,6 +90,8 @@ pub const Body = union(enum) {
     in_place: struct { end: u32 },
     /// A Content-Length body read straight into an arena buffer.
     buffer: struct { bytes: []u8, received: usize },
+    /// A Content-Length body handed to the handler's `onBody` as it arrives.
+    streamed_length: struct { remaining: u64, next_start: u32 = 0 },
     /// A chunked body, decoded in place behind the raw bytes; spilled into the arena when the
     /// receive buffer fills.
     chunked: Chunked,
@@ -80,8 +106,10 @@ pub const Chunked = struct {
     raw_pos: u32,
     /// Decoded bytes moved out of `recv` when it filled.
     spill: std.ArrayList(u8) = .empty,
-    /// Decoded bytes so far (in `recv` and in `spill`).
+    /// Decoded bytes so far (in `recv` and in `spill`, or delivered).
     decoded_len: u64 = 0,
+    /// Whether decoded bytes go to the handler's `onBody` instead of being kept.
+    stream: bool = false,
 };
 
 /// Sizes of the regions carved out of an exchange's memory.
@@ -123,6 +151,7 @@ pub fn init(
     const headers_ptr: [*]http.Header = @ptrCast(@alignCast(headers_bytes.ptr));
     const header_storage = headers_ptr[0..layout.header_count];
     exchange.* = .{
+        .external_state = .init(@backingInt(ExternalState.idle)),
         .recv_small = recv,
         .recv = recv,
         .header_storage = header_storage,

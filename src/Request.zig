@@ -5,6 +5,11 @@ const std = @import("std");
 const http = @import("http.zig");
 const RequestParser = @import("http1/RequestParser.zig");
 const handshake = @import("websocket/handshake.zig");
+const Arena = @import("Arena.zig");
+const percent = @import("percent.zig");
+const content_type = @import("content_type.zig");
+const cookie_header = @import("cookies.zig");
+const multipart_body = @import("multipart.zig");
 
 const Request = @This();
 
@@ -34,6 +39,15 @@ chunked: bool,
 body_bytes: []const u8,
 /// Memory for the handler, freed after the response has been sent.
 arena: std.mem.Allocator,
+/// Path parameters captured by a `Router` (`:name` and `*name` segments), still
+/// percent-encoded; empty otherwise. Valid while the route's handler runs.
+params: []const PathParam = &.{},
+/// Free for the handler's use during one request (e.g. state shared by `onHead`, `onBody`
+/// and `handle`); null at the start of every request.
+user_data: ?*anyopaque = null,
+
+/// A path parameter captured by a `Router`.
+pub const PathParam = struct { name: []const u8, value: []const u8 };
 
 /// Builds the request view of a parsed head and its body.
 pub fn init(head: *const RequestParser.Head, body_bytes: []const u8, arena: std.mem.Allocator) Request {
@@ -82,13 +96,129 @@ pub fn query(req: *const Request) Query {
     return .{ .raw = req.raw_query };
 }
 
-/// A lazily parsed `application/x-www-form-urlencoded` query (names and values not decoded).
+/// The percent-decoded value of the first query parameter named `name`, or null. Copies into
+/// `arena` only when the value holds escapes.
+pub fn queryParam(req: *const Request, name: []const u8) DecodeError!?[]const u8 {
+    return req.query().getDecoded(req.arena, name);
+}
+
+/// The path parameter `name` captured by the router, as sent (percent-encoded), or null when
+/// the route has no such parameter.
+pub fn param(req: *const Request, name: []const u8) ?[]const u8 {
+    for (req.params) |p| if (std.mem.eql(u8, p.name, name)) return p.value;
+    return null;
+}
+
+/// The path parameter `name`, percent-decoded (copied into `arena` only when it holds
+/// escapes), or null.
+pub fn paramDecoded(req: *const Request, name: []const u8) DecodeError!?[]const u8 {
+    const raw = req.param(name) orelse return null;
+    return try percent.decodeAlloc(req.arena, raw, .path);
+}
+
+/// The path parameter `name` as an integer of type `T`. `error.MissingParameter` when the
+/// route has no such parameter, `error.InvalidParameter` when it is not a decimal `T`.
+pub fn paramInt(req: *const Request, comptime T: type, name: []const u8) error{ MissingParameter, InvalidParameter }!T {
+    const raw = req.param(name) orelse return error.MissingParameter;
+    return std.fmt.parseInt(T, raw, 10) catch error.InvalidParameter;
+}
+
+/// Errors of the decoding conveniences.
+pub const DecodeError = percent.Error || std.mem.Allocator.Error;
+
+/// The request's cookies (every `Cookie` field), parsed lazily.
+pub fn cookies(req: *const Request) cookie_header.Jar {
+    return .{ .headers = req.headers };
+}
+
+/// The value of the cookie `name`, or null; `error.InvalidCookie` for a malformed field.
+pub fn cookie(req: *const Request, name: []const u8) cookie_header.Error!?[]const u8 {
+    return req.cookies().get(name);
+}
+
+/// The body as an `application/x-www-form-urlencoded` form (same syntax and methods as the
+/// query). `error.UnsupportedMediaType` when the Content-Type says otherwise.
+pub fn formData(req: *const Request) error{UnsupportedMediaType}!Query {
+    const value = req.header("content-type") orelse return error.UnsupportedMediaType;
+    if (!content_type.is(value, "application/x-www-form-urlencoded")) return error.UnsupportedMediaType;
+    return .{ .raw = req.body_bytes };
+}
+
+/// Errors of `multipart`.
+pub const MultipartError = multipart_body.Error || error{ UnsupportedMediaType, OutOfMemory };
+
+/// Reads the (buffered) body as `multipart/form-data` (RFC 7578), part by part, within
+/// `limits`. `error.UnsupportedMediaType` for another Content-Type; `error.InvalidMultipart`
+/// when the boundary parameter is missing or invalid (and later for a malformed body).
+pub fn multipart(req: *const Request, limits: multipart_body.Limits) MultipartError!multipart_body.Reader {
+    const boundary = try multipartBoundary(req);
+    const header_buffer = try req.arena.alloc(u8, limits.part_header_bytes_max);
+    return .init(req.body_bytes, boundary, header_buffer, limits);
+}
+
+/// A streaming `multipart/form-data` parser for this request's body (its header buffer in
+/// `arena`), for a route that receives the body piece by piece (`onBody`). Same errors as
+/// `multipart`.
+pub fn multipartParser(req: *const Request, limits: multipart_body.Limits) MultipartError!multipart_body.Parser {
+    const boundary = try multipartBoundary(req);
+    const header_buffer = try req.arena.alloc(u8, limits.part_header_bytes_max);
+    return .init(boundary, header_buffer, limits);
+}
+
+fn multipartBoundary(req: *const Request) MultipartError![]const u8 {
+    const value = req.header("content-type") orelse return error.UnsupportedMediaType;
+    if (!content_type.is(value, "multipart/form-data")) return error.UnsupportedMediaType;
+    return content_type.parameter(value, "boundary") orelse error.InvalidMultipart;
+}
+
+/// Errors of `json`.
+pub const JsonError = error{ InvalidJson, UnsupportedMediaType, OutOfMemory };
+
+/// Parses the body as JSON into a `T` allocated in `arena` (`std.json`; unknown fields are
+/// ignored). `error.InvalidJson` for malformed JSON or a shape that does not fit `T`;
+/// `error.UnsupportedMediaType` when a Content-Type is sent and is not JSON.
+pub fn json(req: *const Request, comptime T: type) JsonError!T {
+    return req.jsonWith(T, .{ .ignore_unknown_fields = true });
+}
+
+/// `json` with explicit `std.json` parse options.
+pub fn jsonWith(req: *const Request, comptime T: type, options: std.json.ParseOptions) JsonError!T {
+    if (req.header("content-type")) |value| {
+        if (!content_type.isJson(value)) return error.UnsupportedMediaType;
+    }
+    return std.json.parseFromSliceLeaky(T, req.arena, req.body_bytes, options) catch |err| switch (err) {
+        error.OutOfMemory => error.OutOfMemory,
+        else => error.InvalidJson,
+    };
+}
+
+/// Usage counters of this worker's request arena, or null when `arena` is not one (tests).
+pub fn arenaStats(req: *const Request) ?Arena.Stats {
+    const arena = Arena.fromAllocator(req.arena) orelse return null;
+    return arena.stats();
+}
+
+/// A lazily parsed `application/x-www-form-urlencoded` query or form body. Pairs are kept as
+/// sent; `getDecoded` and `Param.decodeValue` decode on request.
 pub const Query = struct {
-    /// The query without its '?'.
+    /// The query without its '?' (or the form body).
     raw: []const u8,
 
     /// One `name=value` pair, still percent-encoded.
-    pub const Param = struct { name: []const u8, value: []const u8 };
+    pub const Param = struct {
+        name: []const u8,
+        value: []const u8,
+
+        /// The name, decoded ('+' is a space); copied into `arena` only when needed.
+        pub fn decodeName(p: Param, arena: std.mem.Allocator) DecodeError![]const u8 {
+            return percent.decodeAlloc(arena, p.name, .form);
+        }
+
+        /// The value, decoded ('+' is a space); copied into `arena` only when needed.
+        pub fn decodeValue(p: Param, arena: std.mem.Allocator) DecodeError![]const u8 {
+            return percent.decodeAlloc(arena, p.value, .form);
+        }
+    };
 
     /// Iterates the pairs in order; empty pairs are skipped, a pair without '=' has value "".
     pub const Iterator = struct {
@@ -113,11 +243,25 @@ pub const Query = struct {
         return .{ .rest = q.raw };
     }
 
-    /// The raw value of the first pair named `name` (compared as sent), or null.
+    /// The raw (still encoded) value of the first pair whose decoded name is `name`, or null.
     pub fn get(q: Query, name: []const u8) ?[]const u8 {
         var it = q.iterator();
-        while (it.next()) |param| if (std.mem.eql(u8, param.name, name)) return param.value;
+        while (it.next()) |p| if (percent.eqlDecoded(p.name, name, .form)) return p.value;
         return null;
+    }
+
+    /// The decoded value of the first pair named `name`, or null; copied into `arena` only
+    /// when it holds escapes.
+    pub fn getDecoded(q: Query, arena: std.mem.Allocator, name: []const u8) DecodeError!?[]const u8 {
+        const raw = q.get(name) orelse return null;
+        return try percent.decodeAlloc(arena, raw, .form);
+    }
+
+    /// The value of `name` as a decimal integer of type `T`, or null when absent;
+    /// `error.InvalidParameter` when it is not one.
+    pub fn getInt(q: Query, comptime T: type, name: []const u8) error{InvalidParameter}!?T {
+        const raw = q.get(name) orelse return null;
+        return std.fmt.parseInt(T, raw, 10) catch error.InvalidParameter;
     }
 };
 
@@ -146,4 +290,133 @@ test "Request.header: case-insensitive, first wins" {
     try std.testing.expectEqualStrings("1", req.header("X-TWICE").?);
     try std.testing.expectEqualStrings("a", req.header("host").?);
     try std.testing.expectEqual(@as(?[]const u8, null), req.header("Missing"));
+}
+
+/// A request with `headers` and `body` for the tests below; memory from `arena`.
+fn testRequest(head: *RequestParser.Head, headers: []const http.Header, query_text: []const u8, body_text: []const u8, arena: std.mem.Allocator) Request {
+    head.* = .{ .headers = @constCast(headers), .query = query_text };
+    return .init(head, body_text, arena);
+}
+
+test "Request.queryParam: decoded on request, names compared decoded" {
+    var arena_state: std.heap.ArenaAllocator = .init(std.testing.allocator);
+    defer arena_state.deinit();
+    var head: RequestParser.Head = undefined;
+    const req = testRequest(&head, &.{}, "q=a+b%21&n%61me=x&n=-12&bad=%zz&big=99999999999", "", arena_state.allocator());
+    try std.testing.expectEqualStrings("a b!", (try req.queryParam("q")).?);
+    try std.testing.expectEqualStrings("x", (try req.queryParam("name")).?);
+    try std.testing.expectEqual(@as(?[]const u8, null), try req.queryParam("missing"));
+    try std.testing.expectError(error.InvalidPercentEncoding, req.queryParam("bad"));
+    try std.testing.expectEqual(@as(?i32, -12), try req.query().getInt(i32, "n"));
+    try std.testing.expectEqual(@as(?i32, null), try req.query().getInt(i32, "zzz"));
+    try std.testing.expectError(error.InvalidParameter, req.query().getInt(i32, "q"));
+    try std.testing.expectError(error.InvalidParameter, req.query().getInt(i32, "big"));
+    var it = req.query().iterator();
+    const first = it.next().?;
+    try std.testing.expectEqualStrings("a+b%21", first.value);
+    try std.testing.expectEqualStrings("a b!", try first.decodeValue(req.arena));
+    try std.testing.expectEqualStrings("name", try it.next().?.decodeName(req.arena));
+}
+
+test "Request.param: raw, decoded and as an integer" {
+    var head: RequestParser.Head = undefined;
+    var req = testRequest(&head, &.{}, "", "", std.testing.failing_allocator);
+    const params = [_]PathParam{ .{ .name = "id", .value = "42" }, .{ .name = "name", .value = "a%2Fb" } };
+    req.params = &params;
+    try std.testing.expectEqualStrings("a%2Fb", req.param("name").?);
+    try std.testing.expectEqual(@as(?[]const u8, null), req.param("other"));
+    try std.testing.expectEqual(@as(u32, 42), try req.paramInt(u32, "id"));
+    try std.testing.expectError(error.InvalidParameter, req.paramInt(u32, "name"));
+    try std.testing.expectError(error.MissingParameter, req.paramInt(u32, "other"));
+    // "42" needs no decoding: no allocation.
+    try std.testing.expectEqualStrings("42", (try req.paramDecoded("id")).?);
+    try std.testing.expectError(error.OutOfMemory, req.paramDecoded("name"));
+}
+
+test "Request.formData: urlencoded bodies only" {
+    var arena_state: std.heap.ArenaAllocator = .init(std.testing.allocator);
+    defer arena_state.deinit();
+    var head: RequestParser.Head = undefined;
+    const form_headers = [_]http.Header{.{ .name = "Content-Type", .value = "application/x-www-form-urlencoded; charset=UTF-8" }};
+    const req = testRequest(&head, &form_headers, "", "title=Hello+world&tags=a%2Cb", arena_state.allocator());
+    const form = try req.formData();
+    try std.testing.expectEqualStrings("Hello world", (try form.getDecoded(req.arena, "title")).?);
+    try std.testing.expectEqualStrings("a,b", (try form.getDecoded(req.arena, "tags")).?);
+    for ([_][]const http.Header{ &.{}, &.{.{ .name = "Content-Type", .value = "text/plain" }} }) |headers| {
+        var other_head: RequestParser.Head = undefined;
+        const other = testRequest(&other_head, headers, "", "a=1", arena_state.allocator());
+        try std.testing.expectError(error.UnsupportedMediaType, other.formData());
+    }
+}
+
+test "Request.multipart: parts of a buffered body; wrong type or boundary" {
+    var arena_state: std.heap.ArenaAllocator = .init(std.testing.allocator);
+    defer arena_state.deinit();
+    const arena = arena_state.allocator();
+    const body_text = "--XyZ\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n" ++
+        "--XyZ\r\nContent-Disposition: form-data; name=\"f\"; filename=\"f.bin\"\r\n" ++
+        "Content-Type: application/octet-stream\r\n\r\n\x00\x01\r\n--XyZ--\r\n";
+    var head: RequestParser.Head = undefined;
+    const headers = [_]http.Header{.{ .name = "content-type", .value = "multipart/form-data; boundary=\"XyZ\"" }};
+    const req = testRequest(&head, &headers, "", body_text, arena);
+    var reader = try req.multipart(.{});
+    const a = (try reader.next()).?;
+    try std.testing.expectEqualStrings("a", a.part.name);
+    try std.testing.expectEqualStrings("1", a.data);
+    const f = (try reader.next()).?;
+    try std.testing.expectEqualStrings("f.bin", f.part.filename.?);
+    try std.testing.expectEqualStrings("\x00\x01", f.data);
+    try std.testing.expectEqual(null, try reader.next());
+
+    const cases = [_]struct { value: []const u8, err: MultipartError }{
+        .{ .value = "application/json", .err = error.UnsupportedMediaType },
+        .{ .value = "multipart/form-data", .err = error.InvalidMultipart },
+        .{ .value = "multipart/form-data; boundary=\"bad\\\"\"", .err = error.InvalidMultipart },
+    };
+    for (cases) |case| {
+        var other_head: RequestParser.Head = undefined;
+        const other = testRequest(&other_head, &.{.{ .name = "Content-Type", .value = case.value }}, "", body_text, arena);
+        try std.testing.expectError(case.err, other.multipart(.{}));
+    }
+}
+
+test "Request.json: typed parsing; bad JSON and wrong type are errors" {
+    var arena_state: std.heap.ArenaAllocator = .init(std.testing.allocator);
+    defer arena_state.deinit();
+    const arena = arena_state.allocator();
+    const Point = struct { x: i32, y: i32, label: []const u8 = "" };
+    const json_headers = [_]http.Header{.{ .name = "Content-Type", .value = "application/json" }};
+    var head: RequestParser.Head = undefined;
+    const req = testRequest(&head, &json_headers, "", "{\"x\":1,\"y\":-2,\"extra\":true}", arena);
+    const p = try req.json(Point);
+    try std.testing.expectEqual(@as(i32, 1), p.x);
+    try std.testing.expectEqual(@as(i32, -2), p.y);
+    try std.testing.expectError(error.InvalidJson, req.jsonWith(Point, .{}));
+    // No Content-Type is accepted; a non-JSON one is not.
+    const cases = [_]struct { headers: []const http.Header, body: []const u8, err: ?JsonError }{
+        .{ .headers = &.{}, .body = "{\"x\":1,\"y\":2}", .err = null },
+        .{ .headers = &json_headers, .body = "{\"x\":1,", .err = error.InvalidJson },
+        .{ .headers = &json_headers, .body = "{\"x\":\"one\",\"y\":2}", .err = error.InvalidJson },
+        .{ .headers = &json_headers, .body = "{\"x\":1}", .err = error.InvalidJson },
+        .{ .headers = &json_headers, .body = "", .err = error.InvalidJson },
+        .{ .headers = &.{.{ .name = "Content-Type", .value = "text/plain" }}, .body = "{\"x\":1,\"y\":2}", .err = error.UnsupportedMediaType },
+    };
+    for (cases) |case| {
+        var other_head: RequestParser.Head = undefined;
+        const other = testRequest(&other_head, case.headers, "", case.body, arena);
+        if (case.err) |err| try std.testing.expectError(err, other.json(Point)) else _ = try other.json(Point);
+    }
+}
+
+test "Request.cookie and arenaStats" {
+    var head: RequestParser.Head = undefined;
+    const headers = [_]http.Header{.{ .name = "Cookie", .value = "theme=dark; sid=\"abc\"" }};
+    const req = testRequest(&head, &headers, "", "", std.testing.allocator);
+    try std.testing.expectEqualStrings("abc", (try req.cookie("sid")).?);
+    try std.testing.expectEqual(@as(?[]const u8, null), try req.cookie("none"));
+    var count: usize = 0;
+    var it = req.cookies().iterator();
+    while (try it.next()) |_| count += 1;
+    try std.testing.expectEqual(@as(usize, 2), count);
+    try std.testing.expectEqual(@as(?Arena.Stats, null), req.arenaStats());
 }

@@ -13,6 +13,8 @@ const http = @import("http.zig");
 const ResponseHead = @import("http1/ResponseHead.zig");
 const Request = @import("Request.zig");
 const websocket = @import("websocket.zig");
+const cookies = @import("cookies.zig");
+const EventStream = @import("EventStream.zig");
 
 const Response = @This();
 
@@ -182,6 +184,72 @@ pub fn upgradeWebSocket(res: *Response, req: *const Request, options: websocket.
     try res.print("{d} {s}: {s}\n", .{ problem.status().code(), problem.status().phrase(), problem.message() });
 }
 
+/// Writes `value` as the JSON body (`std.json.Stringify`) and sets Content-Type to
+/// `application/json`.
+pub fn json(res: *Response, value: anytype) Error!void {
+    res.content_type = "application/json";
+    std.json.Stringify.value(value, .{}, &res.body_writer) catch
+        return res.failure orelse error.ClientGone;
+}
+
+/// Redirects to `location` with a 3xx `status` (e.g. `.see_other`, `.found`,
+/// `.permanent_redirect`) and an empty body. `location` must stay valid until the response is
+/// sent (static memory or `arena`). Asserts `status` is a redirection.
+pub fn redirect(res: *Response, status: http.Status, location: []const u8) Error!void {
+    assert(status.code() >= 300 and status.code() < 400);
+    try res.header("Location", location);
+    res.status = status;
+    res.setBody("");
+}
+
+/// Adds a `Set-Cookie` field (RFC 6265 §4.1). `error.InvalidHeader` when `name` is not a
+/// token, `value` holds bytes outside cookie-octet (encode it first), or an attribute is
+/// invalid; the value is built in `arena`.
+pub fn setCookie(res: *Response, name: []const u8, value: []const u8, options: cookies.Options) Error!void {
+    var buffer: [cookies.set_cookie_bytes_max]u8 = undefined;
+    const line = cookies.format(&buffer, name, value, options) catch return res.fail(error.InvalidHeader);
+    const copy = res.arena.dupe(u8, line) catch return res.fail(error.OutOfMemory);
+    try res.header("Set-Cookie", copy);
+}
+
+/// Starts a server-sent event stream (`text/event-stream`, WHATWG HTML §9.2): sets the
+/// Content-Type and `Cache-Control: no-cache`. Each `send` is flushed as a chunk where the
+/// engine streams; see `EventStream` for event-loop engines.
+pub fn eventStream(res: *Response) Error!EventStream {
+    res.content_type = "text/event-stream";
+    try res.header("Cache-Control", "no-cache");
+    return .{ .res = res };
+}
+
+/// A point in building a response that `rollback` can return to.
+pub const Mark = struct { header_count: usize };
+
+/// The current point: headers added so far.
+pub fn mark(res: *const Response) Mark {
+    return .{ .header_count = res.header_list.items.len };
+}
+
+/// Drops the headers added since `point`, the body, the status and the Content-Type, so an
+/// error answer can replace a half-built response. False (and nothing changed) when the
+/// head has been streamed already.
+pub fn rollback(res: *Response, point: Mark) bool {
+    if (res.streaming) return false;
+    assert(point.header_count <= res.header_list.items.len);
+    res.header_list.shrinkRetainingCapacity(point.header_count);
+    if (res.body == .file) if (res.body.file.close_when_done) closeFile(res.body.file.fd);
+    res.body = .buffered;
+    res.body_writer.end = 0;
+    res.discarded_len = 0;
+    res.status = .ok;
+    res.content_type = null;
+    res.failure = null;
+    return true;
+}
+
+fn closeFile(fd: std.posix.fd_t) void {
+    _ = std.os.linux.close(fd);
+}
+
 /// Sends what has been written so far as a chunk, when the engine can stream; otherwise a
 /// no-op (the body goes out when the handler returns).
 pub fn flush(res: *Response) Error!void {
@@ -319,6 +387,46 @@ test "Response: HEAD counts the body without keeping it" {
     try res.writeAll("0123456789");
     try res.writeAll("ab");
     try std.testing.expectEqual(@as(u64, 12), res.contentLength());
+}
+
+test "Response: json, redirect, cookies" {
+    var arena_state: std.heap.ArenaAllocator = .init(std.testing.allocator);
+    defer arena_state.deinit();
+    var storage: [4]http.Header = undefined;
+    var buffer: [256]u8 = undefined;
+    var res = testResponse(&buffer, &storage);
+    res.arena = arena_state.allocator();
+    try res.json(.{ .a = 1, .b = "x\"y", .c = [_]bool{ true, false } });
+    try std.testing.expectEqualStrings("{\"a\":1,\"b\":\"x\\\"y\",\"c\":[true,false]}", res.bufferedBody());
+    try std.testing.expectEqualStrings("application/json", res.content_type.?);
+
+    try res.setCookie("session", "abc123", .{ .path = "/", .http_only = true });
+    try std.testing.expectEqualStrings("session=abc123; Path=/; HttpOnly", res.headers()[0].value);
+    try std.testing.expectError(error.InvalidHeader, res.setCookie("bad name", "x", .{}));
+
+    try res.redirect(.see_other, "/next");
+    try std.testing.expectEqual(http.Status.see_other, res.status);
+    try std.testing.expectEqualStrings("Location", res.headers()[1].name);
+    try std.testing.expectEqual(@as(u64, 0), res.contentLength());
+}
+
+test "Response: rollback drops what came after the mark" {
+    var storage: [4]http.Header = undefined;
+    var buffer: [64]u8 = undefined;
+    var res = testResponse(&buffer, &storage);
+    try res.header("X-Before", "1");
+    const point = res.mark();
+    try res.header("X-After", "2");
+    res.status = .created;
+    res.content_type = "text/html";
+    try res.writeAll("partial");
+    try std.testing.expect(res.rollback(point));
+    try std.testing.expectEqual(@as(usize, 1), res.headers().len);
+    try std.testing.expectEqual(http.Status.ok, res.status);
+    try std.testing.expectEqual(@as(?[]const u8, null), res.content_type);
+    try std.testing.expectEqual(@as(u64, 0), res.contentLength());
+    res.streaming = true;
+    try std.testing.expect(!res.rollback(point));
 }
 
 test "Response: a body over the limit fails with BodyTooLarge" {

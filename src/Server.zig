@@ -9,6 +9,10 @@ const Config = @import("Config.zig");
 const Request = @import("Request.zig");
 const Response = @import("Response.zig");
 const Worker = @import("Worker.zig");
+const Arena = @import("Arena.zig");
+const HandlerPool = @import("HandlerPool.zig");
+const Prefork = @import("Prefork.zig");
+const BodyAction = Worker.BodyAction;
 const engine = @import("engine.zig");
 const websocket = @import("websocket.zig");
 const socket = engine.socket;
@@ -46,6 +50,31 @@ pub fn checkHandler(comptime Handler: type) void {
         else => false,
     };
     if (!ok) @compileError(wrong ++ " (it must return void or !void)");
+    if (@hasDecl(Handler, "onHead")) checkHook(Handler, "onHead", &.{ *Request, *Response }, BodyAction, "pub fn onHead(self: *" ++ @typeName(Handler) ++
+        ", req: *saker.Request, res: *saker.Response) !saker.BodyAction");
+    if (@hasDecl(Handler, "onBody")) checkHook(Handler, "onBody", &.{ *Request, *Response, []const u8 }, void, "pub fn onBody(self: *" ++ @typeName(Handler) ++
+        ", req: *saker.Request, res: *saker.Response, chunk: []const u8) !void");
+    if (@hasDecl(Handler, "onHead") and !@hasDecl(Handler, "onBody"))
+        @compileError(@typeName(Handler) ++ " declares onHead, which may stream the body, but no `pub fn onBody(...)` to receive it");
+}
+
+/// Checks an optional hook: `self` (pointer to the handler), then `params`, returning
+/// `Payload` or an error union of it.
+fn checkHook(comptime Handler: type, comptime name: []const u8, comptime params: []const type, comptime Payload: type, comptime expected: []const u8) void {
+    const wrong = "wrong signature for " ++ @typeName(Handler) ++ "." ++ name ++ ": expected `" ++ expected ++ "`";
+    const info = @typeInfo(@TypeOf(@field(Handler, name)));
+    if (info != .@"fn") @compileError(wrong);
+    const f = info.@"fn";
+    if (f.param_types.len != params.len + 1) @compileError(wrong);
+    const self_type = f.param_types[0] orelse @compileError(wrong);
+    if (self_type != *Handler and self_type != *const Handler) @compileError(wrong);
+    for (params, f.param_types[1..]) |want, got| if (got != want) @compileError(wrong);
+    const Return = f.return_type orelse @compileError(wrong);
+    const ok = Return == Payload or switch (@typeInfo(Return)) {
+        .error_union => |eu| eu.payload == Payload,
+        else => false,
+    };
+    if (!ok) @compileError(wrong);
 }
 
 /// The WebSocket callbacks a handler may declare in `pub const WebSocket = struct { ... }`, with
@@ -160,6 +189,15 @@ pub fn Server(comptime Handler: type) type {
         served: bool = false,
         /// Engine threads still running.
         running: std.atomic.Value(u32) = .init(0),
+        /// Heap bytes the server may still take beyond its pools (all workers share it).
+        budget: Arena.Budget,
+        /// What thread-based engines share (set up when serving starts).
+        shared: engine.Shared = undefined,
+        /// The `worker_pool` engine's threads and queue.
+        pool: engine.WorkerPool = undefined,
+        /// Threads for handlers that may block (event engines only).
+        handler_pool: HandlerPool = undefined,
+        handler_pool_started: bool = false,
 
         /// Why `init` failed.
         pub const InitError = error{ InvalidConfig, OutOfMemory } || socket.ListenError;
@@ -206,6 +244,7 @@ pub fn Server(comptime Handler: type) type {
                 .workers = &.{},
                 .connections_per_worker = per_worker,
                 .bound_port = port_number,
+                .budget = .init(config.overflow_bytes_max),
             };
         }
 
@@ -233,6 +272,29 @@ pub fn Server(comptime Handler: type) type {
             return handler.handle(req, res);
         }
 
+        fn dispatchOnHead(context: *anyopaque, req: *Request, res: *Response) anyerror!BodyAction {
+            const handler: *Handler = @ptrCast(@alignCast(context));
+            return handler.onHead(req, res);
+        }
+
+        fn dispatchOnBody(context: *anyopaque, req: *Request, res: *Response, chunk: []const u8) anyerror!void {
+            const handler: *Handler = @ptrCast(@alignCast(context));
+            return handler.onBody(req, res, chunk);
+        }
+
+        /// The type-erased hooks the workers call.
+        pub const dispatch_table = struct {
+            fn make(handler: *Handler) Worker.Dispatch {
+                return .{
+                    .context = handler,
+                    .handle = dispatchHandle,
+                    .on_head = if (@hasDecl(Handler, "onHead")) dispatchOnHead else null,
+                    .on_body = if (@hasDecl(Handler, "onBody")) dispatchOnBody else null,
+                    .websocket = if (@hasDecl(Handler, "WebSocket")) &WebSocketDispatch(Handler).callbacks else null,
+                };
+            }
+        };
+
         /// Serves until `stop` is called; returns after in-flight requests are done.
         pub fn serve(server: *ServerOfHandler) !void {
             const threads = try server.start();
@@ -243,7 +305,27 @@ pub fn Server(comptime Handler: type) type {
 
         /// Serves until SIGINT or SIGTERM (or `stop`), then shuts down gracefully and returns.
         /// A second signal during the shutdown exits the process at once (status 1).
+        /// With `config.processes > 1` the process forks that many children which serve on the
+        /// shared port, restarts any that crash, and passes the signals on (see Prefork.zig);
+        /// call it before starting threads of your own.
         pub fn run(server: *ServerOfHandler) !void {
+            return server.runWith(.{});
+        }
+
+        /// What `runWith` does besides serving.
+        pub const RunOptions = struct {
+            /// Called once SIGINT/SIGTERM are caught (a signal can no longer kill the process
+            /// by default) and the server is about to serve: the moment to announce the port.
+            ready: ?Ready = null,
+
+            pub const Ready = struct {
+                context: ?*anyopaque,
+                call: *const fn (context: ?*anyopaque, port: u16) void,
+            };
+        };
+
+        /// `run`, with `options.ready` called when the server is ready.
+        pub fn runWith(server: *ServerOfHandler, options: RunOptions) !void {
             var mask = posix.sigemptyset();
             posix.sigaddset(&mask, .INT);
             posix.sigaddset(&mask, .TERM);
@@ -254,7 +336,29 @@ pub fn Server(comptime Handler: type) type {
             defer posix.sigprocmask(linux.SIG.SETMASK, &old_mask, null);
             const signal_fd = try posix.signalfd(-1, &mask, linux.SFD.CLOEXEC);
             defer _ = linux.close(signal_fd);
+            if (options.ready) |ready| ready.call(ready.context, server.bound_port);
+            if (server.config.processes > 1) {
+                try Prefork.run(server.gpa, server.config.processes, signal_fd, server.config.shutdown_timeout_ms, childMain, server);
+                return;
+            }
+            try server.runUntilSignal(signal_fd);
+        }
 
+        fn childMain(context: *anyopaque) u8 {
+            const server: *ServerOfHandler = @ptrCast(@alignCast(context));
+            // A fresh signalfd: the parent's is shared with it across fork.
+            var mask = posix.sigemptyset();
+            posix.sigaddset(&mask, .INT);
+            posix.sigaddset(&mask, .TERM);
+            const signal_fd = posix.signalfd(-1, &mask, linux.SFD.CLOEXEC) catch return 1;
+            server.runUntilSignal(signal_fd) catch |err| {
+                log.err("worker process failed: {t}", .{err});
+                return 1;
+            };
+            return 0;
+        }
+
+        fn runUntilSignal(server: *ServerOfHandler, signal_fd: linux.fd_t) !void {
             const threads = try server.start();
             defer server.gpa.free(threads);
             var fds = [_]posix.pollfd{
@@ -285,25 +389,52 @@ pub fn Server(comptime Handler: type) type {
         }
 
         /// Creates the workers and starts one engine thread per listener.
+        /// Creates the workers (or the pool) and starts one engine thread per listener.
         fn start(server: *ServerOfHandler) ![]std.Thread {
             assert(!server.served);
             std.process.raiseFileDescriptorLimit();
             ignoreSigpipe();
+            server.shared = .{
+                .gpa = server.gpa,
+                .config = &server.config,
+                .dispatch = dispatch_table.make(server.handler),
+                .budget = &server.budget,
+                .control = &server.control,
+            };
             const count = server.listeners.len;
-            server.workers = try server.gpa.alloc(Worker, count);
+            const per_listener_workers = switch (server.config.engine) {
+                .epoll, .blocking, .io_uring => count,
+                .thread_per_connection, .worker_pool => 0,
+            };
+            server.workers = try server.gpa.alloc(Worker, per_listener_workers);
             var initialized: usize = 0;
             errdefer {
                 for (server.workers[0..initialized]) |*w| w.deinit();
                 server.gpa.free(server.workers);
             }
             for (server.workers) |*worker| {
-                try worker.init(server.gpa, &server.config, .{
-                    .context = server.handler,
-                    .handle = dispatchHandle,
-                    .websocket = if (@hasDecl(Handler, "WebSocket")) &WebSocketDispatch(Handler).callbacks else null,
-                }, server.connections_per_worker);
+                try worker.init(server.gpa, &server.config, server.shared.dispatch, .{
+                    .connections_max = server.connections_per_worker,
+                    .large_buffers_max = server.config.large_buffers_max,
+                    .budget = &server.budget,
+                });
                 initialized += 1;
             }
+            if (server.config.engine == .worker_pool) try server.pool.start(&server.shared);
+            errdefer if (server.config.engine == .worker_pool) server.pool.stop();
+            if (server.handlerThreads()) |thread_count| {
+                try server.handler_pool.start(server.gpa, .{
+                    .thread_count = thread_count,
+                    .queue_max = server.config.handler_queue_max,
+                    .stack_bytes = server.config.thread_stack_bytes,
+                });
+                server.handler_pool_started = true;
+                for (server.workers) |*worker| worker.handler_pool = &server.handler_pool;
+            }
+            errdefer if (server.handler_pool_started) {
+                _ = server.handler_pool.stop(0);
+                server.handler_pool_started = false;
+            };
             const threads = try server.gpa.alloc(std.Thread, count);
             errdefer server.gpa.free(threads);
             server.served = true;
@@ -323,22 +454,38 @@ pub fn Server(comptime Handler: type) type {
 
         fn engineMain(server: *ServerOfHandler, index: usize) void {
             defer _ = server.running.fetchSub(1, .acq_rel);
-            const worker = &server.workers[index];
             const listener = server.listeners[index];
-            Worker.current = worker;
-            defer Worker.current = null;
             switch (server.config.engine) {
-                .epoll => engine.Epoll.run(worker, listener, &server.control, server.connections_per_worker),
-                .blocking => engine.Blocking.run(worker, listener, &server.control),
-                .thread_per_connection, .worker_pool, .io_uring => {
-                    log.err("engine {t} is not available in this build", .{server.config.engine});
-                    listener.close();
-                    server.control.stop();
-                },
+                .epoll => engine.Epoll.run(&server.workers[index], listener, &server.control, server.connections_per_worker),
+                .blocking => engine.Blocking.run(&server.workers[index], listener, &server.control),
+                .thread_per_connection => engine.ThreadPerConnection.run(&server.shared, listener),
+                .worker_pool => server.pool.accept(listener),
+                .io_uring => engine.IoUring.run(&server.workers[index], listener, &server.control, server.connections_per_worker),
             }
         }
 
+        /// Handler pool threads to start: for event engines, when the handler may block.
+        fn handlerThreads(server: *const ServerOfHandler) ?u16 {
+            switch (server.config.engine) {
+                .epoll, .io_uring => {},
+                .blocking, .thread_per_connection, .worker_pool => return null,
+            }
+            if (server.config.handler_threads > 0) return server.config.handler_threads;
+            if (@hasDecl(Handler, "blocking") and Handler.blocking) {
+                const cpus = std.Thread.getCpuCount() catch 1;
+                return @intCast(@min(cpus * 4, 1024));
+            }
+            return null;
+        }
+
         fn finish(server: *ServerOfHandler) void {
+            if (server.config.engine == .worker_pool) server.pool.stop();
+            if (server.handler_pool_started) {
+                if (!server.handler_pool.stop(server.config.shutdown_timeout_ms)) {
+                    for (server.workers) |*worker| worker.abandoned = true;
+                }
+                server.handler_pool_started = false;
+            }
             for (server.workers) |*worker| worker.deinit();
             server.gpa.free(server.workers);
             server.workers = &.{};

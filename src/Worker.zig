@@ -10,10 +10,12 @@ const DateCache = @import("DateCache.zig");
 const Exchange = @import("Exchange.zig");
 const Request = @import("Request.zig");
 const Response = @import("Response.zig");
-const Mutex = @import("Mutex.zig");
 const websocket = @import("websocket.zig");
 const Session = websocket.Session;
 const Deflate = websocket.Deflate;
+const Connection = @import("Connection.zig");
+const HandlerPool = @import("HandlerPool.zig");
+const sync = @import("sync.zig");
 
 const Worker = @This();
 
@@ -30,8 +32,9 @@ date: DateCache = .{},
 now_ms: u64 = 0,
 /// Set when the server shuts down: responses say `Connection: close` and idle connections go.
 draining: bool = false,
-/// Heap bytes this worker may still take for large bodies and arena overflow.
-budget: Arena.Budget,
+/// Heap bytes the server may still take for large bodies and arena overflow (shared by all
+/// workers of a server).
+budget: *Arena.Budget,
 
 exchange_layout: Exchange.Layout,
 /// The exchanges (touched only when first handed out).
@@ -69,26 +72,67 @@ deflates_busy: u32 = 0,
 callback_session: ?*Session = null,
 
 /// Sessions with work queued for the engine thread (messages from other threads, close
-/// requests, or batches grown by another connection's callback), under `wake_mutex`.
-wake_mutex: Mutex = .{},
-wake_head: ?*Session = null,
-/// An eventfd that other threads write to wake the engine thread; engines watch it.
-wake_fd: std.os.linux.fd_t,
-/// Whether `wake_fd` has been written since the engine last read it.
-wake_signaled: std.atomic.Value(bool) = .init(false),
+/// requests, or batches grown by another connection's callback), under
+/// `websocket_wake_mutex`.
+websocket_wake_mutex: sync.Mutex = .{},
+websocket_wake_head: ?*Session = null,
+/// An eventfd that other threads write to wake the engine thread for WebSocket work; made
+/// only when the handler declares `WebSocket` (-1 otherwise). Engines watch it.
+websocket_wake_fd: std.os.linux.fd_t = -1,
+/// Whether `websocket_wake_fd` has been written since the engine last read it.
+websocket_wake_signaled: std.atomic.Value(bool) = .init(false),
 
-/// How a worker calls the handler: a type-erased `handle` made by `Server(Handler)`.
+/// Where handlers run when they may block; null runs them on the engine thread.
+handler_pool: ?*HandlerPool = null,
+/// An eventfd the engine watches: pool threads write to it after posting a completion.
+wake_fd: std.os.linux.fd_t = -1,
+/// Connections the pool has something for (handler done, or a chunk to send), newest first.
+completions: ?*Connection = null,
+completions_mutex: sync.Mutex = .{},
+/// Set by an engine that had to leave connections to still-running handlers at shutdown:
+/// their memory must outlive the process, so `deinit` keeps it.
+abandoned: bool = false,
+
+/// How a worker calls the handler: type-erased hooks made by `Server(Handler)`.
 pub const Dispatch = struct {
     context: *anyopaque,
+    /// The handler's `handle`, called once the request (and its body, unless streamed) is in.
     handle: *const fn (context: *anyopaque, req: *Request, res: *Response) anyerror!void,
     /// The handler's `WebSocket` callbacks, when it declares them.
     websocket: ?*const websocket.Callbacks = null,
+    /// The handler's optional `onHead`: called when the head is complete, before any body is
+    /// read, to choose how the body is received.
+    on_head: ?*const fn (context: *anyopaque, req: *Request, res: *Response) anyerror!BodyAction = null,
+    /// The handler's optional `onBody`: receives a streamed body piece by piece.
+    on_body: ?*const fn (context: *anyopaque, req: *Request, res: *Response, chunk: []const u8) anyerror!void = null,
+};
+
+/// What a handler's `onHead` wants done with the request body.
+pub const BodyAction = enum {
+    /// Read it whole (up to `body_bytes_max`); `req.body()` has it in `handle`.
+    buffer,
+    /// Hand it to `onBody` as it arrives (up to `streamed_body_bytes_max`), then call `handle`.
+    stream,
+    /// Do not read it: call `handle` now; the connection closes after the response, and a
+    /// client that sent `Expect: 100-continue` is not invited to send the body.
+    skip,
 };
 
 const LargeLink = struct { next: ?*LargeLink };
 
-/// Reserves the pools for `connections_max` connections. Memory is mapped, not touched.
-pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, dispatch: Dispatch, connections_max: u32) !void {
+/// Sizes of a worker's pools.
+pub const Options = struct {
+    /// Connections served at once (one exchange each).
+    connections_max: u32,
+    /// Large receive buffers.
+    large_buffers_max: u32,
+    /// The server-wide heap budget.
+    budget: *Arena.Budget,
+};
+
+/// Reserves the pools. Memory is mapped, not touched.
+pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, dispatch: Dispatch, options: Options) !void {
+    const connections_max = options.connections_max;
     assert(connections_max > 0);
     const layout: Exchange.Layout = .{
         .recv_bytes = config.recv_buffer_bytes,
@@ -102,28 +146,33 @@ pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, disp
     errdefer page.free(exchanges);
     const exchange_memory = try page.alignedAlloc(u8, .fromByteUnits(std.heap.page_size_min), connections_max * layout.stride());
     errdefer page.free(exchange_memory);
-    const large_memory = try page.alignedAlloc(u8, .fromByteUnits(std.heap.page_size_min), @as(usize, config.large_buffers_max) * config.header_bytes_max);
+    const large_memory = try page.alignedAlloc(u8, .fromByteUnits(std.heap.page_size_min), @as(usize, options.large_buffers_max) * config.header_bytes_max);
     errdefer page.free(large_memory);
-    const sessions = try page.alloc(Session, connections_max);
+    const sessions = try page.alloc(Session, if (dispatch.websocket != null) connections_max else 0);
     errdefer page.free(sessions);
-    const rc = std.os.linux.eventfd(0, std.os.linux.EFD.CLOEXEC | std.os.linux.EFD.NONBLOCK);
-    if (std.os.linux.errno(rc) != .SUCCESS) return error.SystemResources;
+    var wake_fd: std.os.linux.fd_t = -1;
+    if (dispatch.websocket != null) {
+        const rc = std.os.linux.eventfd(0, std.os.linux.EFD.CLOEXEC | std.os.linux.EFD.NONBLOCK);
+        if (std.os.linux.errno(rc) != .SUCCESS) return error.SystemResources;
+        wake_fd = @intCast(rc);
+    }
     worker.* = .{
         .gpa = gpa,
         .config = config,
         .dispatch = dispatch,
-        .budget = .init(config.overflow_bytes_max),
+        .budget = options.budget,
         .exchange_layout = layout,
         .exchanges = exchanges,
         .exchange_memory = exchange_memory,
         .large_memory = large_memory,
         .sessions = sessions,
-        .wake_fd = @intCast(rc),
+        .websocket_wake_fd = wake_fd,
     };
 }
 
-/// Unmaps the pools. Asserts every exchange was returned.
+/// Unmaps the pools. Asserts every exchange was returned (unless `abandoned`).
 pub fn deinit(worker: *Worker) void {
+    if (worker.abandoned) return; // a handler thread may still use this memory
     assert(worker.exchanges_busy == 0);
     assert(worker.sessions_busy == 0);
     assert(worker.deflates_busy == 0);
@@ -136,7 +185,7 @@ pub fn deinit(worker: *Worker) void {
         worker.free_deflates = d.next_free;
         page.destroy(d);
     }
-    _ = std.os.linux.close(worker.wake_fd);
+    if (worker.websocket_wake_fd != -1) _ = std.os.linux.close(worker.websocket_wake_fd);
     worker.* = undefined;
 }
 
@@ -155,7 +204,7 @@ pub fn acquireExchange(worker: *Worker) ?*Exchange {
         exchange.init(memory, worker.exchange_layout, .{
             .request_line_bytes_max = worker.config.request_line_bytes_max,
             .header_bytes_max = worker.config.header_bytes_max,
-        }, worker.gpa, &worker.budget);
+        }, worker.gpa, worker.budget);
         break :blk exchange;
     };
     worker.exchanges_busy += 1;
@@ -182,6 +231,28 @@ pub fn releaseExchange(worker: *Worker, exchange: *Exchange) void {
     worker.exchanges_busy -= 1;
 }
 
+/// Called on a pool thread: tells the engine `connection` needs attention.
+pub fn postCompletion(worker: *Worker, connection: *Connection) void {
+    worker.completions_mutex.lock();
+    connection.exchange.?.next_completion = worker.completions;
+    worker.completions = connection;
+    worker.completions_mutex.unlock();
+    const one: u64 = 1;
+    _ = std.os.linux.write(worker.wake_fd, std.mem.asBytes(&one), @sizeOf(u64));
+}
+
+/// Called on the engine thread: takes every posted connection (a list linked through
+/// `Exchange.next_completion`).
+pub fn takeCompletions(worker: *Worker) ?*Connection {
+    var counter: u64 = undefined;
+    _ = std.os.linux.read(worker.wake_fd, std.mem.asBytes(&counter), @sizeOf(u64));
+    worker.completions_mutex.lock();
+    defer worker.completions_mutex.unlock();
+    const list = worker.completions;
+    worker.completions = null;
+    return list;
+}
+
 /// Hands out a large receive buffer, or null when all are in use.
 pub fn acquireLarge(worker: *Worker) ?[]u8 {
     const size = worker.config.header_bytes_max;
@@ -190,7 +261,7 @@ pub fn acquireLarge(worker: *Worker) ?[]u8 {
         const bytes: [*]u8 = @ptrCast(link);
         return bytes[0..size];
     }
-    if (worker.large_touched == worker.config.large_buffers_max) return null;
+    if (@as(usize, worker.large_touched) * size == worker.large_memory.len) return null;
     const buffer = worker.large_memory[@as(usize, worker.large_touched) * size ..][0..size];
     worker.large_touched += 1;
     return buffer;
@@ -256,33 +327,33 @@ pub fn releaseDeflate(worker: *Worker, d: *Deflate) void {
 /// Puts `session` on the wake list (once); `signal` writes the eventfd, for callers on other
 /// threads. Safe from any thread.
 pub fn queueWake(worker: *Worker, session: *Session, signal: bool) void {
-    worker.wake_mutex.lock();
+    worker.websocket_wake_mutex.lock();
     if (!session.wake_queued) {
         session.wake_queued = true;
-        session.wake_next = worker.wake_head;
-        worker.wake_head = session;
+        session.wake_next = worker.websocket_wake_head;
+        worker.websocket_wake_head = session;
     }
-    worker.wake_mutex.unlock();
-    if (signal and !worker.wake_signaled.swap(true, .acq_rel)) {
+    worker.websocket_wake_mutex.unlock();
+    if (signal and !worker.websocket_wake_signaled.swap(true, .acq_rel)) {
         const one: u64 = 1;
-        _ = std.os.linux.write(worker.wake_fd, std.mem.asBytes(&one), @sizeOf(u64));
+        _ = std.os.linux.write(worker.websocket_wake_fd, std.mem.asBytes(&one), @sizeOf(u64));
     }
 }
 
-/// Engine thread: `wake_fd` was readable; reset it before taking the wake list.
+/// Engine thread: `websocket_wake_fd` was readable; reset it before taking the wake list.
 pub fn clearWake(worker: *Worker) void {
     var count: u64 = 0;
-    _ = std.os.linux.read(worker.wake_fd, std.mem.asBytes(&count), @sizeOf(u64));
-    worker.wake_signaled.store(false, .release);
+    _ = std.os.linux.read(worker.websocket_wake_fd, std.mem.asBytes(&count), @sizeOf(u64));
+    worker.websocket_wake_signaled.store(false, .release);
 }
 
 /// Engine thread: the next session on the wake list, or null. Call `Connection.onWake` on it
 /// and drive its connection.
 pub fn takeWoken(worker: *Worker) ?*Session {
-    worker.wake_mutex.lock();
-    defer worker.wake_mutex.unlock();
-    const session = worker.wake_head orelse return null;
-    worker.wake_head = session.wake_next;
+    worker.websocket_wake_mutex.lock();
+    defer worker.websocket_wake_mutex.unlock();
+    const session = worker.websocket_wake_head orelse return null;
+    worker.websocket_wake_head = session.wake_next;
     session.wake_next = null;
     session.wake_queued = false;
     return session;
@@ -290,10 +361,10 @@ pub fn takeWoken(worker: *Worker) ?*Session {
 
 /// Engine thread: takes `session` off the wake list (it is being released).
 pub fn unqueueWake(worker: *Worker, session: *Session) void {
-    worker.wake_mutex.lock();
-    defer worker.wake_mutex.unlock();
+    worker.websocket_wake_mutex.lock();
+    defer worker.websocket_wake_mutex.unlock();
     if (!session.wake_queued) return;
-    var link = &worker.wake_head;
+    var link = &worker.websocket_wake_head;
     while (link.*) |s| : (link = &s.wake_next) {
         if (s == session) {
             link.* = s.wake_next;
@@ -321,7 +392,12 @@ test "Worker: pools hand out, take back and refuse when exhausted" {
     var context: u8 = 0;
     const config: Config = .{ .large_buffers_max = 1 };
     var worker: Worker = undefined;
-    try worker.init(std.testing.allocator, &config, .{ .context = &context, .handle = Noop.handle }, 2);
+    var budget: Arena.Budget = .init(config.overflow_bytes_max);
+    try worker.init(std.testing.allocator, &config, .{ .context = &context, .handle = Noop.handle }, .{
+        .connections_max = 2,
+        .large_buffers_max = config.large_buffers_max,
+        .budget = &budget,
+    });
     defer worker.deinit();
     const a = worker.acquireExchange().?;
     const b = worker.acquireExchange().?;

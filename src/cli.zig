@@ -24,6 +24,7 @@ pub const server_flags_help =
     \\  --port N         TCP port, 0 for any free port (default 8080)
     \\  --workers N      engine threads, 0 for one per CPU (default 0)
     \\  --engine NAME    blocking, thread_per_connection, worker_pool, epoll, io_uring
+    \\  --processes N    serve from N forked processes, restarted if they crash (default 1)
     \\
 ;
 
@@ -31,7 +32,7 @@ pub const server_flags_help =
 /// Returns false, consuming nothing, when `args[index.*]` is not a server flag.
 pub fn applyServerFlag(config: *Config, args: []const []const u8, index: *usize, diagnostic: *Diagnostic) FlagError!bool {
     const flag = args[index.*];
-    const names = [_][]const u8{ "--host", "--port", "--workers", "--engine" };
+    const names = [_][]const u8{ "--host", "--port", "--workers", "--engine", "--processes" };
     const known = for (names) |name| {
         if (std.mem.eql(u8, flag, name)) break true;
     } else false;
@@ -60,6 +61,12 @@ pub fn applyServerFlag(config: *Config, args: []const []const u8, index: *usize,
         };
         if (config.workers > 1024) {
             diagnostic.set("--workers: at most 1024", .{});
+            return error.InvalidValue;
+        }
+    } else if (std.mem.eql(u8, flag, "--processes")) {
+        config.processes = std.fmt.parseInt(u16, value, 10) catch 0;
+        if (config.processes < 1 or config.processes > 256) {
+            diagnostic.set("--processes: '{s}' is not a number from 1 to 256", .{value});
             return error.InvalidValue;
         }
     } else {
@@ -105,6 +112,22 @@ fn printTo(io: std.Io, file: std.Io.File, text: []const u8) void {
     var writer: std.Io.File.Writer = .initStreaming(file, io, &buffer);
     writer.interface.writeAll(text) catch return;
     writer.interface.flush() catch return;
+}
+
+/// Runs `server` (a `saker.Server(H)`) until SIGINT/SIGTERM, printing the
+/// `listening on http://HOST:PORT` line once signals are caught: a script that reads the line
+/// and then sends SIGTERM always gets a graceful shutdown.
+pub fn run(io: std.Io, server: anytype, host: []const u8) !void {
+    const Context = struct {
+        io: std.Io,
+        host: []const u8,
+        fn call(context: ?*anyopaque, port: u16) void {
+            const self: *@This() = @ptrCast(@alignCast(context.?));
+            announce(self.io, self.host, port);
+        }
+    };
+    var context: Context = .{ .io = io, .host = host };
+    try server.runWith(.{ .ready = .{ .context = &context, .call = Context.call } });
 }
 
 /// Prints `listening on http://HOST:PORT` on stdout, flushed at once, so scripts can read the

@@ -13,6 +13,33 @@ const date = "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n";
 
 const TestHandler = struct {
     calls: usize = 0,
+    streamed: usize = 0,
+
+    fn onHead(context: *anyopaque, req: *Request, res: *Response) anyerror!Worker.BodyAction {
+        const self: *TestHandler = @ptrCast(@alignCast(context));
+        self.streamed = 0;
+        if (std.mem.eql(u8, req.path, "/upload") or std.mem.eql(u8, req.path, "/upload-bad")) return .stream;
+        if (std.mem.eql(u8, req.path, "/skip")) {
+            res.status = .unauthorized;
+            return .skip;
+        }
+        if (std.mem.eql(u8, req.path, "/forbidden")) {
+            res.status = .forbidden;
+            try res.writeAll("no\n");
+            return error.Forbidden;
+        }
+        return .buffer;
+    }
+
+    fn onBody(context: *anyopaque, req: *Request, res: *Response, chunk: []const u8) anyerror!void {
+        const self: *TestHandler = @ptrCast(@alignCast(context));
+        self.streamed += chunk.len;
+        if (std.mem.eql(u8, req.path, "/upload-bad") and self.streamed > 100) {
+            res.status = .bad_request;
+            try res.writeAll("bad upload\n");
+            return error.BadUpload;
+        }
+    }
 
     fn handle(context: *anyopaque, req: *Request, res: *Response) anyerror!void {
         const self: *TestHandler = @ptrCast(@alignCast(context));
@@ -26,6 +53,9 @@ const TestHandler = struct {
         } else if (std.mem.eql(u8, path, "/fail")) {
             try res.writeAll("partial");
             return error.Boom;
+        } else if (std.mem.eql(u8, path, "/refuse")) {
+            try res.writeAll("partial");
+            return error.InvalidJson;
         } else if (std.mem.eql(u8, path, "/big")) {
             const n = try std.fmt.parseInt(usize, req.query().get("n").?, 10);
             for (0..n) |i| try res.writer().writeByte(@intCast('a' + i % 26));
@@ -39,6 +69,10 @@ const TestHandler = struct {
         } else if (std.mem.eql(u8, path, "/header")) {
             try res.header("X-Test", "yes");
             try res.writeAll("h");
+        } else if (std.mem.eql(u8, path, "/upload")) {
+            try res.print("streamed {d}, buffered {d}", .{ self.streamed, req.body().len });
+        } else if (std.mem.eql(u8, path, "/skip")) {
+            try res.writeAll("login first");
         } else if (std.mem.eql(u8, path, "/len")) {
             try res.print("{d}", .{req.body().len});
         } else {
@@ -51,8 +85,13 @@ const Fixture = struct {
     handler: TestHandler = .{},
     config: Config,
     worker: Worker = undefined,
+    budget: @import("Arena.zig").Budget = .init(1 << 30),
 
     fn init(fixture: *Fixture, config: Config) !void {
+        return fixture.initHooks(config, false);
+    }
+
+    fn initHooks(fixture: *Fixture, config: Config, hooks: bool) !void {
         fixture.* = .{ .config = config };
         var reason: []const u8 = "";
         config.validate(&reason) catch |err| {
@@ -62,7 +101,9 @@ const Fixture = struct {
         try fixture.worker.init(testing.allocator, &fixture.config, .{
             .context = &fixture.handler,
             .handle = TestHandler.handle,
-        }, 4);
+            .on_head = if (hooks) TestHandler.onHead else null,
+            .on_body = if (hooks) TestHandler.onBody else null,
+        }, .{ .connections_max = 4, .large_buffers_max = config.large_buffers_max, .budget = &fixture.budget });
         fixture.worker.date.update(784111777);
     }
 
@@ -228,6 +269,12 @@ test "Connection: a handler error is a 500 and a close" {
         "500 Internal Server Error: the handler failed\n");
 }
 
+test "Connection: a ClientError from a handler is its 4xx and a close" {
+    try expectExchange(.{}, "POST /refuse HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\n{", "HTTP/1.1 400 Bad Request\r\n" ++ date ++
+        "Content-Type: text/plain; charset=utf-8\r\nContent-Length: 35\r\nConnection: close\r\n\r\n" ++
+        "400 Bad Request: invalid JSON body\n");
+}
+
 fn expectStatus(config: Config, input: []const u8, comptime status_line: []const u8) !void {
     var fixture: Fixture = undefined;
     try fixture.init(config);
@@ -326,4 +373,63 @@ test "Connection: random splits of a mixed pipelined stream" {
         defer testing.allocator.free(result.output);
         try testing.expectEqualStrings(expected, result.output);
     }
+}
+
+fn runHooks(config: Config, input: []const u8, cut: Simulation.Cuts) !struct { output: []u8, streamed: usize, result: Simulation.Result } {
+    var fixture: Fixture = undefined;
+    try fixture.initHooks(config, true);
+    defer fixture.deinit();
+    const result = try Simulation.run(testing.allocator, &fixture.worker, input, .{ .cuts = cut });
+    try testing.expectEqual(@as(u32, 0), fixture.worker.exchanges_busy);
+    return .{ .output = result.output, .streamed = fixture.handler.streamed, .result = result };
+}
+
+test "Connection hooks: a streamed Content-Length body reaches onBody, not memory" {
+    const body = repeat("u", 10000);
+    const input = "POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 10000\r\n\r\n" ++ body ++
+        "GET /hello HTTP/1.1\r\nHost: a\r\n\r\n";
+    for ([_]Simulation.Cuts{ .whole, .bytes, .{ .random = .{ .seed = 5, .max = 700 } } }) |cut| {
+        const run = try runHooks(.{ .recv_buffer_bytes = 1024 }, input, cut);
+        defer testing.allocator.free(run.output);
+        try testing.expectEqualStrings(ok(null, "streamed 10000, buffered 0") ++ ok("text/plain", "Hello, World!"), run.output);
+    }
+}
+
+test "Connection hooks: a streamed chunked body" {
+    var input: std.ArrayList(u8) = .empty;
+    defer input.deinit(testing.allocator);
+    try input.appendSlice(testing.allocator, "POST /upload HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n");
+    for (0..50) |_| try input.appendSlice(testing.allocator, "64\r\n" ++ repeat("x", 100) ++ "\r\n");
+    try input.appendSlice(testing.allocator, "0\r\n\r\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n");
+    for ([_]Simulation.Cuts{ .whole, .bytes, .{ .random = .{ .seed = 9, .max = 300 } } }) |cut| {
+        const run = try runHooks(.{ .recv_buffer_bytes = 1024 }, input.items, cut);
+        defer testing.allocator.free(run.output);
+        try testing.expectEqualStrings(ok(null, "streamed 5000, buffered 0") ++ ok("text/plain", "Hello, World!"), run.output);
+    }
+}
+
+test "Connection hooks: skip answers at once, without 100 Continue, and closes" {
+    const input = "POST /skip HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n";
+    const run = try runHooks(.{}, input, .whole);
+    defer testing.allocator.free(run.output);
+    try testing.expectEqualStrings("HTTP/1.1 401 Unauthorized\r\n" ++ date ++
+        "Content-Length: 11\r\nConnection: close\r\n\r\nlogin first", run.output);
+    try testing.expect(run.result.shutdown);
+}
+
+test "Connection hooks: a failing hook sends the response it prepared, then closes" {
+    const forbidden = try runHooks(.{}, "POST /forbidden HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello", .whole);
+    defer testing.allocator.free(forbidden.output);
+    try testing.expectEqualStrings("HTTP/1.1 403 Forbidden\r\n" ++ date ++
+        "Content-Length: 3\r\nConnection: close\r\n\r\nno\n", forbidden.output);
+    const bad = try runHooks(.{}, "POST /upload-bad HTTP/1.1\r\nHost: a\r\nContent-Length: 500\r\n\r\n" ++ repeat("b", 500), .whole);
+    defer testing.allocator.free(bad.output);
+    try testing.expectEqualStrings("HTTP/1.1 400 Bad Request\r\n" ++ date ++
+        "Content-Length: 11\r\nConnection: close\r\n\r\nbad upload\n", bad.output);
+}
+
+test "Connection hooks: bodies over streamed_body_bytes_max get 413" {
+    const run = try runHooks(.{ .streamed_body_bytes_max = 100 }, "POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 101\r\n\r\n", .whole);
+    defer testing.allocator.free(run.output);
+    try testing.expect(std.mem.startsWith(u8, run.output, "HTTP/1.1 413 "));
 }

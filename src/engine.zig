@@ -2,10 +2,64 @@
 //! same sans-I/O `Connection`; `Kind` is what `Config.engine` and `--engine` choose from.
 const std = @import("std");
 const linux = std.os.linux;
+const Config = @import("Config.zig");
+const Worker = @import("Worker.zig");
+const Arena = @import("Arena.zig");
+const Connection = @import("Connection.zig");
 
 pub const socket = @import("engine/socket.zig");
 pub const Epoll = @import("engine/Epoll.zig");
+pub const IoUring = @import("engine/IoUring.zig");
 pub const Blocking = @import("engine/Blocking.zig");
+pub const ThreadPerConnection = @import("engine/ThreadPerConnection.zig");
+pub const WorkerPool = @import("engine/WorkerPool.zig");
+
+/// What engines that make a worker per thread or per connection need from the server.
+pub const Shared = struct {
+    gpa: std.mem.Allocator,
+    config: *const Config,
+    dispatch: Worker.Dispatch,
+    budget: *Arena.Budget,
+    control: *Control,
+    /// Connections being served by thread-based engines (bounded by `connections_max`).
+    connections: std.atomic.Value(u32) = .init(0),
+
+    /// Sets up a worker for one connection at a time.
+    pub fn initWorker(shared: *const Shared, worker: *Worker) !void {
+        try worker.init(shared.gpa, shared.config, shared.dispatch, .{
+            .connections_max = 1,
+            .large_buffers_max = 1,
+            .budget = shared.budget,
+        });
+    }
+
+    /// Counts a new connection; false (and nothing counted) at `connections_max`.
+    pub fn takeConnection(shared: *Shared) bool {
+        const before = shared.connections.fetchAdd(1, .acq_rel);
+        if (before < shared.config.connections_max) return true;
+        _ = shared.connections.fetchSub(1, .acq_rel);
+        return false;
+    }
+
+    /// Uncounts a finished connection.
+    pub fn releaseConnection(shared: *Shared) void {
+        _ = shared.connections.fetchSub(1, .acq_rel);
+    }
+};
+
+/// A non-blocking eventfd for waking an engine thread.
+pub fn eventfd() error{SystemResources}!linux.fd_t {
+    const rc = linux.eventfd(0, linux.EFD.CLOEXEC | linux.EFD.NONBLOCK);
+    if (linux.errno(rc) != .SUCCESS) return error.SystemResources;
+    return @intCast(rc);
+}
+
+/// Tells a connection the server cannot take it (503) and closes it.
+pub fn refuse(fd: linux.fd_t) void {
+    const response = Connection.overloaded_response;
+    _ = socket.writev(fd, &.{.{ .base = response.ptr, .len = response.len }}) catch {};
+    socket.close(fd);
+}
 
 /// What a server shares with its engine threads: the stop request.
 pub const Control = struct {

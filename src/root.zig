@@ -10,6 +10,7 @@ pub const http1 = @import("http1.zig");
 pub const Arena = @import("Arena.zig");
 pub const cli = @import("cli.zig");
 pub const json = @import("json.zig");
+pub const sync = @import("sync.zig");
 pub const Config = @import("Config.zig");
 pub const Connection = @import("Connection.zig");
 pub const Exchange = @import("Exchange.zig");
@@ -20,8 +21,21 @@ pub const Response = @import("Response.zig");
 pub const engine = @import("engine.zig");
 pub const Server = @import("Server.zig").Server;
 pub const websocket = @import("websocket.zig");
-pub const Mutex = @import("Mutex.zig");
+pub const Router = @import("Router.zig").Router;
+pub const Route = @import("Router.zig").Route;
+pub const router = @import("Router.zig");
+pub const middleware = @import("middleware.zig");
+pub const EventStream = @import("EventStream.zig");
+pub const percent = @import("percent.zig");
+pub const content_type = @import("content_type.zig");
+pub const cookies = @import("cookies.zig");
+pub const multipart = @import("multipart.zig");
+pub const client_error = @import("client_error.zig");
+pub const ClientError = client_error.ClientError;
+/// What a handler's optional `onHead` hook returns: how to receive the request body.
+pub const BodyAction = Worker.BodyAction;
 
 test {
     std.testing.refAllDecls(@This());
+    _ = @import("fuzz.zig");
 }

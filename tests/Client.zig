@@ -12,6 +12,8 @@ fd: linux.fd_t,
 buffer: [64 * 1024]u8 = undefined,
 start: usize = 0,
 end: usize = 0,
+/// Bytes read from the socket so far.
+received_total: usize = 0,
 
 pub const Error = error{ ConnectFailed, SendFailed, ReadFailed, Timeout, Closed, BadResponse, OutOfMemory };
 
@@ -83,6 +85,7 @@ fn fill(client: *Client) Error!usize {
         switch (linux.errno(rc)) {
             .SUCCESS => {
                 client.end += rc;
+                client.received_total += rc;
                 return rc;
             },
             .INTR => continue,
@@ -112,8 +115,8 @@ pub fn readExact(client: *Client, gpa: std.mem.Allocator, len: usize) Error![]u8
     return out;
 }
 
-/// Reads up to and including the next CRLF.
-fn readLine(client: *Client) Error![]const u8 {
+/// Reads up to and including the next CRLF; the line is valid until the next read.
+pub fn readLine(client: *Client) Error![]const u8 {
     while (true) {
         if (std.mem.find(u8, client.buffered(), "\r\n")) |i| {
             const line = client.buffered()[0 .. i + 2];

@@ -6,11 +6,13 @@ const saker = @import("saker");
 const Client = @import("Client.zig");
 const websocket = saker.websocket;
 
-const engines = [_]saker.engine.Kind{ .blocking, .epoll };
+const engines = [_]saker.engine.Kind{ .blocking, .thread_per_connection, .worker_pool, .epoll, .io_uring };
+/// The engines that serve many connections from one thread (and so cross threads to send).
+const event_engines = [_]saker.engine.Kind{ .epoll, .io_uring };
 
 /// Echoes messages; "broadcast:" messages go to every open connection instead.
 const ChatHandler = struct {
-    mutex: saker.Mutex = .{},
+    mutex: saker.sync.Mutex = .{},
     members: [16]?websocket.Conn = @splat(null),
     opened: std.atomic.Value(u32) = .init(0),
     closed: std.atomic.Value(u32) = .init(0),
@@ -298,7 +300,12 @@ test "websocket: subprotocol and permessage-deflate are negotiated" {
 }
 
 test "websocket: sends from other threads and connections (broadcast), then shutdown closes with 1001" {
-    const running = try Running.start(.epoll, .{});
+    for ([_]saker.engine.Kind{ .epoll, .io_uring, .thread_per_connection }) |kind| try broadcastAndShutdown(kind);
+}
+
+fn broadcastAndShutdown(kind: saker.engine.Kind) !void {
+    errdefer std.debug.print("engine {t}\n", .{kind});
+    const running = try Running.start(kind, .{});
     defer running.stop();
     var clients: [4]Client = undefined;
     var connected: usize = 0;
@@ -333,8 +340,13 @@ test "websocket: sends from other threads and connections (broadcast), then shut
     try testing.expectEqual(@as(u32, clients.len), running.handler.closed.load(.acquire));
 }
 
-test "websocket: blocking engine: a send from another thread wakes the connection; shutdown says 1001" {
-    const running = try Running.start(.blocking, .{});
+test "websocket: blocking engines: a send from another thread wakes the connection; shutdown says 1001" {
+    for ([_]saker.engine.Kind{ .blocking, .worker_pool }) |kind| try wakeBlocking(kind);
+}
+
+fn wakeBlocking(kind: saker.engine.Kind) !void {
+    errdefer std.debug.print("engine {t}\n", .{kind});
+    const running = try Running.start(kind, .{});
     defer running.stop();
     var client = try open(running.server.port(), "");
     defer client.close();
@@ -351,7 +363,12 @@ test "websocket: blocking engine: a send from another thread wakes the connectio
 }
 
 test "websocket: a client that does not read is cut off when its send queue is full" {
-    const running = try Running.start(.epoll, .{ .websocket_send_queue_bytes_max = 64 * 1024, .write_timeout_ms = 500 });
+    for (event_engines) |kind| try slowReader(kind);
+}
+
+fn slowReader(kind: saker.engine.Kind) !void {
+    errdefer std.debug.print("engine {t}\n", .{kind});
+    const running = try Running.start(kind, .{ .websocket_send_queue_bytes_max = 64 * 1024, .write_timeout_ms = 500 });
     defer running.stop();
     var client = try open(running.server.port(), "");
     defer client.close();

@@ -41,9 +41,11 @@ const events_max = 256;
 /// Connections accepted per loop iteration before other work gets a turn.
 const accepts_per_round = 64;
 const listener_tag: u64 = std.math.maxInt(u64);
+const connection_events = linux.EPOLL.IN | linux.EPOLL.RDHUP | linux.EPOLL.ET;
 const wake_tag: u64 = std.math.maxInt(u64) - 1;
-/// The worker's eventfd: WebSocket work queued by other threads.
-const worker_wake_tag: u64 = std.math.maxInt(u64) - 2;
+const completion_tag: u64 = std.math.maxInt(u64) - 2;
+/// The worker's WebSocket eventfd: work queued by other threads.
+const websocket_wake_tag: u64 = std.math.maxInt(u64) - 3;
 
 const Slot = struct {
     connection: Connection,
@@ -56,12 +58,17 @@ const Slot = struct {
     readable: bool,
     /// Whether a write might find room.
     writable: bool,
+    /// Whether EPOLLOUT is in the registration (only while a write is waiting for room:
+    /// otherwise every ACK would wake the loop for nothing).
+    watching_out: bool,
     /// The peer closed its side (EPOLLRDHUP): keep reading until EOF is seen.
     peer_closed: bool,
 };
 
 /// Runs an epoll engine on the calling thread until the server stops.
 pub fn run(worker: *Worker, listener: socket.Listener, control: *engine.Control, connections_max: u32) void {
+    Worker.current = worker;
+    defer Worker.current = null;
     var loop = Epoll.init(worker, listener, control, connections_max) catch |err| {
         log.err("epoll engine failed to start: {t}", .{err});
         listener.close();
@@ -80,7 +87,12 @@ fn init(worker: *Worker, listener: socket.Listener, control: *engine.Control, co
     errdefer std.heap.page_allocator.free(slots);
     try add(epoll_fd, listener.fd, linux.EPOLL.IN | linux.EPOLL.ET, listener_tag);
     try add(epoll_fd, control.wake_fd, linux.EPOLL.IN, wake_tag);
-    try add(epoll_fd, worker.wake_fd, linux.EPOLL.IN, worker_wake_tag);
+    if (worker.websocket_wake_fd != -1) try add(epoll_fd, worker.websocket_wake_fd, linux.EPOLL.IN, websocket_wake_tag);
+    if (worker.handler_pool != null) {
+        worker.wake_fd = try engine.eventfd();
+        errdefer _ = linux.close(worker.wake_fd);
+        try add(epoll_fd, worker.wake_fd, linux.EPOLL.IN, completion_tag);
+    }
     const config = worker.config;
     const shortest = @min(config.header_timeout_ms, config.body_timeout_ms, config.idle_timeout_ms, config.write_timeout_ms, config.linger_timeout_ms);
     return .{
@@ -95,11 +107,21 @@ fn init(worker: *Worker, listener: socket.Listener, control: *engine.Control, co
 
 fn deinit(loop: *Epoll) void {
     for (loop.slots[0..loop.slots_touched]) |*slot| {
-        if (slot.in_use) loop.closeSlot(slot);
+        if (!slot.in_use) continue;
+        if (slot.connection.handling()) {
+            // A handler thread still uses it: leave its memory to the process exit.
+            loop.worker.abandoned = true;
+            continue;
+        }
+        loop.closeSlot(slot);
     }
     if (loop.listener) |l| l.close();
-    std.heap.page_allocator.free(loop.slots);
+    if (!loop.worker.abandoned) std.heap.page_allocator.free(loop.slots);
     _ = linux.close(loop.epoll_fd);
+    if (loop.worker.wake_fd >= 0 and !loop.worker.abandoned) {
+        _ = linux.close(loop.worker.wake_fd);
+        loop.worker.wake_fd = -1;
+    }
 }
 
 fn add(epoll_fd: linux.fd_t, fd: linux.fd_t, events: u32, data: u64) error{SystemResources}!void {
@@ -130,7 +152,8 @@ fn serve(loop: *Epoll) void {
         for (events[0..count]) |event| switch (event.data.u64) {
             listener_tag => loop.listener_ready = true,
             wake_tag => loop.beginDrain(),
-            worker_wake_tag => loop.worker.clearWake(),
+            completion_tag => loop.onCompletions(),
+            websocket_wake_tag => loop.worker.clearWake(),
             else => loop.onEvent(event),
         };
         loop.runWoken();
@@ -179,19 +202,18 @@ fn acceptRound(loop: *Epoll) void {
 fn onAccept(loop: *Epoll, fd: linux.fd_t) void {
     const slot = loop.takeSlot() orelse {
         // Over connections_max: say so and close, without a slot or an exchange.
-        _ = socket.writev(fd, &.{.{ .base = Connection.overloaded_response.ptr, .len = Connection.overloaded_response.len }}) catch {};
-        socket.close(fd);
-        return;
+        return engine.refuse(fd);
     };
     socket.setNoDelay(fd);
     slot.fd = fd;
     slot.readable = false;
     slot.writable = true;
+    slot.watching_out = false;
     slot.peer_closed = false;
     slot.connection = .init(loop.worker);
     const index: u32 = @intCast(slot - loop.slots.ptr);
     const data = @as(u64, slot.generation) << 32 | index;
-    add(loop.epoll_fd, fd, linux.EPOLL.IN | linux.EPOLL.OUT | linux.EPOLL.RDHUP | linux.EPOLL.ET, data) catch {
+    add(loop.epoll_fd, fd, connection_events, data) catch {
         loop.closeSlot(slot);
         return;
     };
@@ -247,6 +269,16 @@ fn onEvent(loop: *Epoll, event: linux.epoll_event) void {
     loop.drive(slot);
 }
 
+/// Handler pool threads have finished handlers or have chunks to send.
+fn onCompletions(loop: *Epoll) void {
+    var list = loop.worker.takeCompletions();
+    while (list) |connection| {
+        list = connection.exchange.?.next_completion;
+        connection.onPoolEvent();
+        loop.drive(@fieldParentPtr("connection", connection));
+    }
+}
+
 /// Runs the connection until it must wait for the socket (or is closed).
 fn drive(loop: *Epoll, slot: *Slot) void {
     const c = &slot.connection;
@@ -254,6 +286,10 @@ fn drive(loop: *Epoll, slot: *Slot) void {
     for (0..1_000_000) |_| {
         switch (c.next()) {
             .recv => {
+                if (slot.watching_out) {
+                    loop.watch(slot, connection_events);
+                    continue;
+                }
                 if (!slot.readable) return;
                 const buffer = c.recvBuffer() orelse return loop.closeSlot(slot);
                 const n = socket.recv(slot.fd, buffer) catch |err| switch (err) {
@@ -275,10 +311,7 @@ fn drive(loop: *Epoll, slot: *Slot) void {
             .send => |iovecs| {
                 if (!slot.writable) return;
                 const n = socket.writev(slot.fd, iovecs) catch |err| switch (err) {
-                    error.WouldBlock => {
-                        slot.writable = false;
-                        return;
-                    },
+                    error.WouldBlock => return loop.waitWritable(slot),
                     error.Interrupted => continue,
                     error.ConnectionLost, error.Unexpected => {
                         c.onError();
@@ -290,10 +323,7 @@ fn drive(loop: *Epoll, slot: *Slot) void {
             .send_file => |file| {
                 if (!slot.writable) return;
                 const n = socket.sendfile(slot.fd, file.fd, file.offset, file.len) catch |err| switch (err) {
-                    error.WouldBlock => {
-                        slot.writable = false;
-                        return;
-                    },
+                    error.WouldBlock => return loop.waitWritable(slot),
                     error.Interrupted => continue,
                     error.ConnectionLost, error.Unexpected => {
                         c.onError();
@@ -311,6 +341,7 @@ fn drive(loop: *Epoll, slot: *Slot) void {
                 c.onShutdown();
             },
             .close => return loop.closeSlot(slot),
+            .wait => return,
         }
     }
     log.err("connection made no progress in 1000000 steps; closing it", .{});
@@ -329,12 +360,39 @@ fn runWoken(loop: *Epoll) void {
     }
 }
 
+/// The socket is full: ask for EPOLLOUT until it has room again.
+fn waitWritable(loop: *Epoll, slot: *Slot) void {
+    slot.writable = false;
+    if (!slot.watching_out) loop.watch(slot, connection_events | linux.EPOLL.OUT);
+}
+
+/// Changes the events the connection is registered for.
+fn watch(loop: *Epoll, slot: *Slot, events: u32) void {
+    const index: u32 = @intCast(slot - loop.slots.ptr);
+    var event: linux.epoll_event = .{
+        .events = events,
+        .data = .{ .u64 = @as(u64, slot.generation) << 32 | index },
+    };
+    const rc = linux.epoll_ctl(loop.epoll_fd, linux.EPOLL.CTL_MOD, slot.fd, &event);
+    slot.watching_out = events & linux.EPOLL.OUT != 0;
+    if (linux.errno(rc) != .SUCCESS) slot.connection.onError();
+}
+
 /// Applies timeouts (and, while draining, closes connections that went idle).
 fn sweep(loop: *Epoll) void {
     const now = loop.worker.now_ms;
     for (loop.slots[0..loop.slots_touched]) |*slot| {
         if (!slot.in_use) continue;
-        if (loop.draining) slot.connection.drain();
+        if (loop.draining and slot.connection.phase == .idle) {
+            // Idle means nothing to read now, not merely nothing read yet: a request may be
+            // waiting in the socket.
+            slot.readable = true;
+            loop.drive(slot);
+            if (!slot.in_use) continue;
+            slot.connection.drain();
+        }
+        // An open WebSocket is told 1001 and closes once the client answers.
+        if (loop.draining and slot.connection.phase == .websocket) slot.connection.drain();
         if (now >= slot.connection.deadline()) slot.connection.onTimeout();
         loop.drive(slot);
     }
@@ -344,7 +402,7 @@ fn sweep(loop: *Epoll) void {
 fn beginDrain(loop: *Epoll) void {
     if (loop.draining) return;
     loop.draining = true;
-    loop.worker.draining = true;
+    @atomicStore(bool, &loop.worker.draining, true, .monotonic); // read by handler threads
     loop.drain_deadline_ms = loop.worker.now_ms + loop.control.shutdown_timeout_ms;
     // Level-triggered and never reset: stop watching it so epoll_wait does not spin.
     _ = linux.epoll_ctl(loop.epoll_fd, linux.EPOLL.CTL_DEL, loop.control.wake_fd, null);

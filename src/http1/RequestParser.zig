@@ -321,8 +321,7 @@ fn parseFieldLine(parser: *RequestParser, bytes: []const u8) Error!FieldProgress
         ' ', '\t' => return error.ObsoleteLineFolding,
         else => {},
     }
-    var i = start;
-    while (i < bytes.len and scan.token_table[bytes[i]]) i += 1;
+    const i = scan.findNameEnd(bytes, start);
     if (i == bytes.len) return .need_more;
     switch (bytes[i]) {
         ':' => if (i == start) return error.InvalidHeaderName,
@@ -333,6 +332,8 @@ fn parseFieldLine(parser: *RequestParser, bytes: []const u8) Error!FieldProgress
     }
     const name = bytes[start..i];
     var value_start = i + 1;
+    // Nearly every sender writes exactly one space after the colon.
+    if (value_start < bytes.len and bytes[value_start] == ' ') value_start += 1;
     while (value_start < bytes.len and (bytes[value_start] == ' ' or bytes[value_start] == '\t'))
         value_start += 1;
     const stop = scan.findValueEnd(bytes, value_start) orelse return .need_more;
@@ -381,6 +382,15 @@ fn noteField(parser: *RequestParser, name: []const u8, value: []const u8) Error!
             parser.head.upgrade = value;
         },
         10 => if (http.eqlLower(name, "connection")) {
+            // The two common values first, without splitting a list.
+            if (http.eqlLower(value, "keep-alive")) {
+                facts.connection_keep_alive = true;
+                return;
+            }
+            if (http.eqlLower(value, "close")) {
+                facts.connection_close = true;
+                return;
+            }
             var it: http.ListIterator = .init(value);
             while (it.next()) |option| {
                 if (http.eqlLower(option, "close")) facts.connection_close = true;
@@ -438,16 +448,20 @@ fn validateHost(value: []const u8) Error!void {
         }
         return validatePort(value[close + 1 ..]);
     }
-    const colon = std.mem.findScalar(u8, value, ':') orelse value.len;
-    for (value[0..colon]) |c| {
-        const ok = std.ascii.isAlphanumeric(c) or switch (c) {
-            '-', '.', '_', '~', '%', '!', '$', '&', '\'', '(', ')', '*', '+', ',', ';', '=' => true,
-            else => false,
-        };
-        if (!ok) return error.InvalidHost;
-    }
-    return validatePort(value[colon..]);
+    var i: usize = 0;
+    while (i < value.len and host_table[value[i]]) i += 1;
+    return validatePort(value[i..]);
 }
+
+/// reg-name and IPv4address bytes: unreserved, sub-delims and '%' (RFC 3986 §3.2.2).
+const host_table: [256]bool = blk: {
+    var table: [256]bool = @splat(false);
+    for ("-._~%!$&'()*+,;=") |c| table[c] = true;
+    for ('0'..'9' + 1) |c| table[c] = true;
+    for ('a'..'z' + 1) |c| table[c] = true;
+    for ('A'..'Z' + 1) |c| table[c] = true;
+    break :blk table;
+};
 
 fn validatePort(rest: []const u8) Error!void {
     if (rest.len == 0) return;

@@ -12,39 +12,96 @@ const Mask = @Int(.unsigned, vector_len);
 /// (RFC 9112 §3.2: any byte <= 0x20 or DEL; the one expected is the SP that ends it),
 /// or null if there is none in `bytes`.
 pub fn findTargetEnd(bytes: []const u8, start: usize) ?usize {
-    var i = start;
-    while (i + vector_len <= bytes.len) : (i += vector_len) {
-        const chunk: Vector = bytes[i..][0..vector_len].*;
-        const low = chunk <= @as(Vector, @splat(0x20));
-        const del = chunk == @as(Vector, @splat(0x7f));
-        const mask: Mask = @bitCast(low | del);
-        if (mask != 0) return i + @ctz(mask);
-    }
-    while (i < bytes.len) : (i += 1) {
-        if (bytes[i] <= 0x20 or bytes[i] == 0x7f) return i;
-    }
-    return null;
+    return findFirst(bytes, start, .target_end);
 }
 
 /// Index of the first byte at or after `start` that cannot appear in a field value
 /// (RFC 9110 §5.5: CTL other than HTAB, or DEL; the one expected is the CR that ends the
 /// line), or null if there is none in `bytes`.
 pub fn findValueEnd(bytes: []const u8, start: usize) ?usize {
+    return findFirst(bytes, start, .value_end);
+}
+
+const Class = enum { target_end, value_end };
+
+inline fn matches(comptime class: Class, comptime len: usize, chunk: @Vector(len, u8)) @Int(.unsigned, len) {
+    const V = @Vector(len, u8);
+    const hit = switch (class) {
+        .target_end => (chunk <= @as(V, @splat(0x20))) | (chunk == @as(V, @splat(0x7f))),
+        .value_end => ((chunk < @as(V, @splat(0x20))) & (chunk != @as(V, @splat('\t')))) |
+            (chunk == @as(V, @splat(0x7f))),
+    };
+    return @bitCast(hit);
+}
+
+inline fn matchesByte(comptime class: Class, c: u8) bool {
+    return switch (class) {
+        .target_end => c <= 0x20 or c == 0x7f,
+        .value_end => (c < 0x20 and c != '\t') or c == 0x7f,
+    };
+}
+
+/// The first index at or after `start` whose byte is in `class`: full vectors, then one
+/// half-width vector, then single bytes, so short fields (most of them) take few steps.
+inline fn findFirst(bytes: []const u8, start: usize, comptime class: Class) ?usize {
     var i = start;
     while (i + vector_len <= bytes.len) : (i += vector_len) {
-        const chunk: Vector = bytes[i..][0..vector_len].*;
-        const ctl = chunk < @as(Vector, @splat(0x20));
-        const tab = chunk == @as(Vector, @splat('\t'));
-        const del = chunk == @as(Vector, @splat(0x7f));
-        const mask: Mask = @as(Mask, @bitCast(ctl)) & ~@as(Mask, @bitCast(tab)) |
-            @as(Mask, @bitCast(del));
+        const mask = matches(class, vector_len, bytes[i..][0..vector_len].*);
         if (mask != 0) return i + @ctz(mask);
     }
+    const half = vector_len / 2;
+    if (half >= 8 and i + half <= bytes.len) {
+        const mask = matches(class, half, bytes[i..][0..half].*);
+        if (mask != 0) return i + @ctz(mask);
+        i += half;
+    }
     while (i < bytes.len) : (i += 1) {
-        const c = bytes[i];
-        if ((c < 0x20 and c != '\t') or c == 0x7f) return i;
+        if (matchesByte(class, bytes[i])) return i;
     }
     return null;
+}
+
+/// Index of the first byte at or after `start` that is not a tchar (the one expected is the
+/// ':' after a field name), or `bytes.len`. Field names are nearly always letters, digits and
+/// '-', which a vector tests at once; anything else is settled by the tchar table.
+pub fn findNameEnd(bytes: []const u8, start: usize) usize {
+    var i = start;
+    while (i + vector_len <= bytes.len) {
+        const chunk: Vector = bytes[i..][0..vector_len].*;
+        const lower = chunk | @as(Vector, @splat(0x20));
+        const alpha = (lower >= @as(Vector, @splat('a'))) & (lower <= @as(Vector, @splat('z')));
+        const digit = (chunk >= @as(Vector, @splat('0'))) & (chunk <= @as(Vector, @splat('9')));
+        const dash = chunk == @as(Vector, @splat('-'));
+        const common: Mask = @bitCast(alpha | digit | dash);
+        if (common == std.math.maxInt(Mask)) {
+            i += vector_len;
+            continue;
+        }
+        i += @ctz(~common);
+        if (!token_table[bytes[i]]) return i;
+        i += 1; // a rarer tchar such as '_' or '.': keep going
+    }
+    while (i < bytes.len and token_table[bytes[i]]) i += 1;
+    return i;
+}
+
+fn referenceNameEnd(bytes: []const u8, start: usize) usize {
+    var i = start;
+    while (i < bytes.len and token_table[bytes[i]]) i += 1;
+    return i;
+}
+
+test "findNameEnd: agrees with the tchar table at every position" {
+    var buf: [2 * vector_len + 7]u8 = undefined;
+    for (0..buf.len) |stop| {
+        for ([_]u8{ ':', ' ', 0, 0x80, '@', '[', '`', '{', 0xda }) |stop_byte| {
+            for (&buf, 0..) |*b, i| b.* = "aZ9-_.x!~"[i % 9];
+            buf[stop] = stop_byte;
+            for (0..buf.len) |start| {
+                try std.testing.expectEqual(referenceNameEnd(&buf, start), findNameEnd(&buf, start));
+            }
+        }
+    }
 }
 
 /// tchar (RFC 9110 §5.6.2): the bytes allowed in a method or field name.

@@ -97,6 +97,8 @@ pub fn run(gpa: std.mem.Allocator, worker: *Worker, input: []const u8, options: 
                 result.closed_early = pos < input.len;
                 break;
             },
+            .wait => unreachable, // the simulated worker has no handler pool
+
         }
     }
     result.output = try output.toOwnedSlice(gpa);

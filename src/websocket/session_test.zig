@@ -69,6 +69,7 @@ const EchoHandler = struct {
 const Fixture = struct {
     handler: EchoHandler = .{},
     config: Config,
+    budget: @import("../Arena.zig").Budget = .init(1 << 30),
     worker: Worker = undefined,
 
     fn init(fixture: *Fixture, config: Config) !void {
@@ -77,7 +78,7 @@ const Fixture = struct {
             .context = &fixture.handler,
             .handle = EchoHandler.handle,
             .websocket = &EchoHandler.callbacks,
-        }, 4);
+        }, .{ .connections_max = 4, .large_buffers_max = config.large_buffers_max, .budget = &fixture.budget });
         fixture.worker.date.update(784111777);
         Worker.current = &fixture.worker;
     }

@@ -1,0 +1,133 @@
+//! Prefork: the parent process forks `processes` children that each run the server's engines
+//! on the listeners they inherit (one shared port), then supervises them. A child that dies
+//! other than by the parent's request is replaced (at most one restart per `restart_delay_ms`
+//! per child, so a child that crashes at once cannot spin the machine). SIGINT/SIGTERM are
+//! forwarded as SIGTERM; the parent waits for the children to finish their in-flight
+//! requests, kills what is left after the shutdown timeout, and returns. A second signal kills
+//! the children at once and exits with status 1.
+const std = @import("std");
+const linux = std.os.linux;
+const posix = std.posix;
+
+const log = std.log.scoped(.saker);
+
+const Prefork = @This();
+
+/// Runs in each child; its return value is the child's exit status.
+pub const ChildMain = *const fn (context: *anyopaque) u8;
+
+const restart_delay_ms = 500;
+
+children: []Child,
+child_main: ChildMain,
+context: *anyopaque,
+
+const Child = struct {
+    pid: linux.pid_t = 0,
+    /// When the child may be (re)started, on the monotonic clock.
+    start_after_ms: u64 = 0,
+};
+
+/// Forks `count` children running `child_main(context)` and supervises them until a signal
+/// arrives on `signal_fd` (which must watch SIGINT and SIGTERM, blocked in this thread).
+/// Assumes no other thread exists (fork copies only the calling thread).
+pub fn run(gpa: std.mem.Allocator, count: u16, signal_fd: linux.fd_t, shutdown_timeout_ms: u32, child_main: ChildMain, context: *anyopaque) !void {
+    const children = try gpa.alloc(Child, count);
+    defer gpa.free(children);
+    @memset(children, .{});
+    var prefork: Prefork = .{ .children = children, .child_main = child_main, .context = context };
+    try prefork.supervise(signal_fd, shutdown_timeout_ms);
+}
+
+fn nowMs() u64 {
+    var ts: linux.timespec = undefined;
+    _ = linux.clock_gettime(.MONOTONIC, &ts);
+    return @as(u64, @intCast(ts.sec)) * 1000 + @as(u64, @intCast(ts.nsec)) / std.time.ns_per_ms;
+}
+
+fn spawn(prefork: *Prefork, child: *Child) void {
+    const rc = linux.fork();
+    switch (linux.errno(rc)) {
+        .SUCCESS => {},
+        else => |err| {
+            log.err("fork: E.{t}; retrying in {d} ms", .{ err, restart_delay_ms });
+            child.start_after_ms = nowMs() + restart_delay_ms;
+            return;
+        },
+    }
+    if (rc == 0) std.process.exit(prefork.child_main(prefork.context));
+    child.pid = @intCast(rc);
+    child.start_after_ms = nowMs() + restart_delay_ms;
+}
+
+fn supervise(prefork: *Prefork, signal_fd: linux.fd_t, shutdown_timeout_ms: u32) !void {
+    for (prefork.children) |*child| prefork.spawn(child);
+    var stopping = false;
+    var kill_at_ms: u64 = std.math.maxInt(u64);
+    while (true) {
+        var fds = [_]posix.pollfd{.{ .fd = signal_fd, .events = posix.POLL.IN, .revents = 0 }};
+        if (try posix.poll(&fds, 100) > 0) {
+            var info: linux.signalfd_siginfo = undefined;
+            _ = posix.read(signal_fd, std.mem.asBytes(&info)) catch {};
+            if (stopping) {
+                log.warn("second signal: killing the children now", .{});
+                prefork.signalAll(.KILL);
+                std.process.exit(1);
+            }
+            stopping = true;
+            kill_at_ms = nowMs() + shutdown_timeout_ms + 1000;
+            log.info("signal received: stopping {d} processes", .{prefork.children.len});
+            prefork.signalAll(.TERM);
+        }
+        prefork.reap(stopping);
+        if (stopping) {
+            if (prefork.alive() == 0) return;
+            if (nowMs() >= kill_at_ms) {
+                log.warn("shutdown timeout: killing {d} processes", .{prefork.alive()});
+                prefork.signalAll(.KILL);
+                kill_at_ms = std.math.maxInt(u64);
+            }
+            continue;
+        }
+        const now = nowMs();
+        for (prefork.children) |*child| {
+            if (child.pid == 0 and now >= child.start_after_ms) prefork.spawn(child);
+        }
+    }
+}
+
+/// Collects exited children; when not stopping, logs why they went.
+fn reap(prefork: *Prefork, stopping: bool) void {
+    while (true) {
+        var status: i32 = 0;
+        const rc = linux.waitpid(-1, &status, linux.W.NOHANG);
+        if (linux.errno(rc) != .SUCCESS or rc == 0) return;
+        const pid: linux.pid_t = @intCast(rc);
+        for (prefork.children) |*child| {
+            if (child.pid != pid) continue;
+            child.pid = 0;
+            if (!stopping) {
+                const code: u32 = @bitCast(status);
+                if (linux.W.IFSIGNALED(code)) {
+                    log.warn("process {d} died from signal {d}; restarting it", .{ pid, @backingInt(linux.W.TERMSIG(code)) });
+                } else {
+                    log.warn("process {d} exited with status {d}; restarting it", .{ pid, linux.W.EXITSTATUS(code) });
+                }
+            }
+        }
+    }
+}
+
+fn alive(prefork: *const Prefork) usize {
+    var n: usize = 0;
+    for (prefork.children) |child| {
+        if (child.pid != 0) n += 1;
+    }
+    return n;
+}
+
+fn signalAll(prefork: *Prefork, signal: linux.SIG) void {
+    for (prefork.children) |child| {
+        if (child.pid != 0) _ = linux.kill(child.pid, signal);
+    }
+}

@@ -1,0 +1,601 @@
+//! The io_uring engine: one thread per worker, each with its own ring and SO_REUSEPORT
+//! listener. Connections are accepted with a multishot accept; reads are single-shot receives
+//! that pick a buffer from a provided-buffer ring (so an idle connection pins no buffer); the
+//! data is copied into the connection's exchange when it wants it. Responses go out with
+//! writev operations; file bodies with sendfile on the non-blocking socket, waiting for
+//! writability with a poll operation when the socket is full. Completions are drained in
+//! batches of at most `completions_max`; every submission and wait is one `io_uring_enter`.
+//!
+//! Timeouts use the same sweep as the epoll engine, driven by a ring timeout: connection
+//! deadlines are uniform per phase, so a periodic check costs less than a linked timeout per
+//! operation. If the kernel refuses io_uring, the worker falls back to epoll and says so.
+const std = @import("std");
+const assert = std.debug.assert;
+const linux = std.os.linux;
+const Ring = linux.IoUring;
+const socket = @import("socket.zig");
+const engine = @import("../engine.zig");
+const Epoll = @import("Epoll.zig");
+const Worker = @import("../Worker.zig");
+const Connection = @import("../Connection.zig");
+
+const log = std.log.scoped(.saker);
+
+const IoUring = @This();
+
+worker: *Worker,
+listener: ?socket.Listener,
+control: *engine.Control,
+ring: Ring,
+buffers: RecvBuffers,
+slots: []Slot,
+slots_touched: u32 = 0,
+free_slot: u32 = none,
+active: u32 = 0,
+accept_armed: bool = false,
+draining: bool = false,
+drain_deadline_ms: u64 = 0,
+sweep_interval_ms: u64,
+tick: linux.kernel_timespec,
+
+const none = std.math.maxInt(u32);
+/// Completions handled per batch.
+const completions_max = 256;
+/// How long accepting pauses when the process is out of file descriptors.
+const accept_pause: linux.kernel_timespec = .{ .sec = 0, .nsec = 100 * std.time.ns_per_ms };
+
+const Op = enum(u8) { accept, accept_resume, recv, send, poll_in, poll_out, wake, tick, completions, cancel, websocket_wake };
+
+const UserData = packed struct(u64) {
+    index: u32,
+    generation: u24,
+    op: Op,
+};
+
+const Slot = struct {
+    connection: Connection,
+    fd: linux.fd_t,
+    generation: u24,
+    next_free: u32,
+    in_use: bool,
+    recv_armed: bool,
+    send_armed: bool,
+    poll_armed: bool,
+    /// The last receive or send found the socket not ready (EAGAIN): wait with a poll first.
+    wait_readable: bool,
+    wait_writable: bool,
+    /// The connection is done; the socket closes once no operation is in flight.
+    closing: bool,
+    /// A cancel for the armed receive was submitted (shutdown of an idle connection).
+    cancel_sent: bool,
+    /// Data received into a ring buffer that the connection has not taken yet.
+    pending: ?Pending,
+
+    fn busy(slot: *const Slot) bool {
+        return slot.recv_armed or slot.send_armed or slot.poll_armed;
+    }
+};
+
+const Pending = struct { buffer_id: u16, offset: u32, len: u32 };
+
+/// The provided-buffer ring receives pick their buffers from (group 0).
+const RecvBuffers = struct {
+    ring: *align(std.heap.page_size_min) linux.io_uring_buf_ring,
+    memory: []u8,
+    buffer_bytes: u32,
+    count: u16,
+
+    const group_id = 0;
+
+    fn init(ring_fd: linux.fd_t, count: u16, buffer_bytes: u32) !RecvBuffers {
+        const memory = try std.heap.page_allocator.alloc(u8, @as(usize, count) * buffer_bytes);
+        errdefer std.heap.page_allocator.free(memory);
+        // Without incremental consumption: each receive takes a whole buffer (kernel 5.19+).
+        const buf_ring = try Ring.setup_buf_ring(ring_fd, count, group_id, .{ .inc = false });
+        Ring.buf_ring_init(buf_ring);
+        var buffers: RecvBuffers = .{ .ring = buf_ring, .memory = memory, .buffer_bytes = buffer_bytes, .count = count };
+        for (0..count) |i| Ring.buf_ring_add(buf_ring, buffers.get(@intCast(i)), @intCast(i), Ring.buf_ring_mask(count), @intCast(i));
+        Ring.buf_ring_advance(buf_ring, count);
+        return buffers;
+    }
+
+    fn deinit(buffers: *RecvBuffers, ring_fd: linux.fd_t) void {
+        Ring.free_buf_ring(ring_fd, buffers.ring, buffers.count, group_id);
+        std.heap.page_allocator.free(buffers.memory);
+    }
+
+    fn get(buffers: *const RecvBuffers, id: u16) []u8 {
+        return buffers.memory[@as(usize, id) * buffers.buffer_bytes ..][0..buffers.buffer_bytes];
+    }
+
+    /// Gives a buffer back to the kernel.
+    fn recycle(buffers: *RecvBuffers, id: u16) void {
+        Ring.buf_ring_add(buffers.ring, buffers.get(id), id, Ring.buf_ring_mask(buffers.count), 0);
+        Ring.buf_ring_advance(buffers.ring, 1);
+    }
+};
+
+/// Runs an io_uring engine on the calling thread until the server stops; falls back to epoll
+/// when the kernel refuses io_uring.
+pub fn run(worker: *Worker, listener: socket.Listener, control: *engine.Control, connections_max: u32) void {
+    Worker.current = worker;
+    defer Worker.current = null;
+    var loop: IoUring = undefined;
+    loop.init(worker, listener, control, connections_max) catch |err| {
+        log.warn("io_uring unavailable ({t}); this worker uses the epoll engine instead", .{err});
+        return Epoll.run(worker, listener, control, connections_max);
+    };
+    defer loop.deinit();
+    loop.serve() catch |err| log.err("io_uring engine stopped: {t}", .{err});
+}
+
+fn initRing(entries: u16) !Ring {
+    const fast = linux.IORING_SETUP_SINGLE_ISSUER | linux.IORING_SETUP_DEFER_TASKRUN;
+    return Ring.init(entries, fast) catch |err| switch (err) {
+        error.ArgumentsInvalid => Ring.init(entries, 0), // kernel older than 6.1
+        else => return err,
+    };
+}
+
+fn init(loop: *IoUring, worker: *Worker, listener: socket.Listener, control: *engine.Control, connections_max: u32) !void {
+    const config = worker.config;
+    var ring = try initRing(config.io_uring_entries);
+    errdefer ring.deinit();
+    var buffers = try RecvBuffers.init(ring.fd, config.io_uring_recv_buffers, config.io_uring_recv_buffer_bytes);
+    errdefer buffers.deinit(ring.fd);
+    const slots = try std.heap.page_allocator.alloc(Slot, connections_max);
+    errdefer std.heap.page_allocator.free(slots);
+    if (worker.handler_pool != null) worker.wake_fd = try engine.eventfd();
+    const shortest = @min(config.header_timeout_ms, config.body_timeout_ms, config.idle_timeout_ms, config.write_timeout_ms, config.linger_timeout_ms);
+    const interval_ms = std.math.clamp(shortest / 4, 5, 1000);
+    loop.* = .{
+        .worker = worker,
+        .listener = listener,
+        .control = control,
+        .ring = ring,
+        .buffers = buffers,
+        .slots = slots,
+        .sweep_interval_ms = interval_ms,
+        .tick = .{ .sec = @intCast(interval_ms / 1000), .nsec = @intCast((interval_ms % 1000) * std.time.ns_per_ms) },
+    };
+}
+
+fn deinit(loop: *IoUring) void {
+    for (loop.slots[0..loop.slots_touched]) |*slot| {
+        if (!slot.in_use) continue;
+        if (slot.connection.handling()) {
+            // A handler thread still uses it: leave its memory to the process exit.
+            loop.worker.abandoned = true;
+            continue;
+        }
+        socket.close(slot.fd);
+        slot.connection.deinit();
+        if (slot.pending) |p| loop.buffers.recycle(p.buffer_id);
+    }
+    if (loop.listener) |l| l.close();
+    if (!loop.worker.abandoned) std.heap.page_allocator.free(loop.slots);
+    loop.buffers.deinit(loop.ring.fd);
+    loop.ring.deinit();
+    if (loop.worker.wake_fd >= 0 and !loop.worker.abandoned) {
+        _ = linux.close(loop.worker.wake_fd);
+        loop.worker.wake_fd = -1;
+    }
+}
+
+/// An SQE, submitting queued ones first if the submission queue is full.
+fn sqe(loop: *IoUring) !*linux.io_uring_sqe {
+    return loop.ring.get_sqe() catch |err| switch (err) {
+        error.SubmissionQueueFull => {
+            _ = try loop.ring.submit();
+            return loop.ring.get_sqe();
+        },
+    };
+}
+
+fn userData(op: Op, slot_index: u32, generation: u24) u64 {
+    return @bitCast(UserData{ .index = slot_index, .generation = generation, .op = op });
+}
+
+fn serve(loop: *IoUring) !void {
+    loop.worker.updateClock();
+    try loop.armAccept();
+    try loop.armWake();
+    try loop.armTick();
+    if (loop.worker.handler_pool != null) try loop.armCompletions();
+    if (loop.worker.websocket_wake_fd != -1) try loop.armWebSocketWake();
+    var cqes: [completions_max]linux.io_uring_cqe = undefined;
+    while (true) {
+        _ = loop.ring.submit_and_wait(1) catch |err| switch (err) {
+            error.SignalInterrupt => continue,
+            else => return err,
+        };
+        const count = try loop.ring.copy_cqes(&cqes, 0);
+        loop.worker.updateClock();
+        for (cqes[0..count]) |cqe| try loop.complete(cqe);
+        loop.runWoken();
+        if (loop.draining) {
+            if (loop.active == 0) return;
+            if (loop.worker.now_ms >= loop.drain_deadline_ms) {
+                log.warn("shutdown timeout: closing {d} connections with requests in flight", .{loop.active});
+                return;
+            }
+        }
+    }
+}
+
+fn armAccept(loop: *IoUring) !void {
+    const listener = loop.listener orelse return;
+    const entry = try loop.sqe();
+    entry.prep_multishot_accept(listener.fd, null, null, linux.SOCK.NONBLOCK | linux.SOCK.CLOEXEC);
+    entry.user_data = userData(.accept, 0, 0);
+    loop.accept_armed = true;
+}
+
+fn armWake(loop: *IoUring) !void {
+    // A poll, not a read: the eventfd stays readable for every worker watching it.
+    const entry = try loop.sqe();
+    entry.prep_poll_add(loop.control.wake_fd, linux.POLL.IN);
+    entry.user_data = userData(.wake, 0, 0);
+}
+
+fn armCompletions(loop: *IoUring) !void {
+    const entry = try loop.sqe();
+    entry.prep_poll_add(loop.worker.wake_fd, linux.POLL.IN);
+    entry.user_data = userData(.completions, 0, 0);
+}
+
+/// Handler pool threads have finished handlers or have chunks to send.
+fn onCompletions(loop: *IoUring) !void {
+    var list = loop.worker.takeCompletions();
+    while (list) |connection| {
+        list = connection.exchange.?.next_completion;
+        connection.onPoolEvent();
+        loop.drive(@fieldParentPtr("connection", connection));
+    }
+    try loop.armCompletions();
+}
+
+fn armWebSocketWake(loop: *IoUring) !void {
+    const entry = try loop.sqe();
+    entry.prep_poll_add(loop.worker.websocket_wake_fd, linux.POLL.IN);
+    entry.user_data = userData(.websocket_wake, 0, 0);
+}
+
+/// Drives the connections that have WebSocket work queued for them (from other threads, or
+/// from callbacks of other connections on this one).
+fn runWoken(loop: *IoUring) void {
+    while (loop.worker.takeWoken()) |session| {
+        const c = session.connection orelse continue; // released since it was queued
+        const slot: *Slot = @fieldParentPtr("connection", c);
+        if (!slot.in_use or slot.closing) continue;
+        c.onWake();
+        loop.drive(slot);
+    }
+}
+
+fn armTick(loop: *IoUring) !void {
+    const entry = try loop.sqe();
+    entry.prep_timeout(&loop.tick, 0, 0);
+    entry.user_data = userData(.tick, 0, 0);
+}
+
+fn complete(loop: *IoUring, cqe: linux.io_uring_cqe) !void {
+    const data: UserData = @bitCast(cqe.user_data);
+    switch (data.op) {
+        .accept => try loop.onAccept(cqe),
+        .accept_resume => if (!loop.draining and !loop.accept_armed) try loop.armAccept(),
+        .wake => loop.beginDrain(),
+        .completions => try loop.onCompletions(),
+        .websocket_wake => {
+            loop.worker.clearWake();
+            try loop.armWebSocketWake();
+        },
+        .cancel => {}, // the canceled receive reports itself
+        .tick => {
+            loop.sweep();
+            try loop.armTick();
+        },
+        .recv, .send, .poll_in, .poll_out => {
+            const slot = &loop.slots[data.index];
+            assert(slot.in_use and slot.generation == data.generation);
+            switch (data.op) {
+                .recv => loop.onRecv(slot, cqe),
+                .send => loop.onSend(slot, cqe),
+                .poll_in => {
+                    slot.poll_armed = false;
+                    slot.wait_readable = false;
+                },
+                .poll_out => {
+                    slot.poll_armed = false;
+                    slot.wait_writable = false;
+                },
+                else => unreachable,
+            }
+            loop.drive(slot);
+        },
+    }
+}
+
+fn onAccept(loop: *IoUring, cqe: linux.io_uring_cqe) !void {
+    const out_of_resources = switch (cqe.err()) {
+        .MFILE, .NFILE, .NOBUFS, .NOMEM => true,
+        else => false,
+    };
+    if (cqe.flags & linux.IORING_CQE_F_MORE == 0) {
+        loop.accept_armed = false;
+        if (loop.draining) {
+            // The listener is closed.
+        } else if (out_of_resources) {
+            // Retrying at once would spin while the fd table is full: wait, keep serving.
+            const entry = try loop.sqe();
+            entry.prep_timeout(&accept_pause, 0, 0);
+            entry.user_data = userData(.accept_resume, 0, 0);
+        } else try loop.armAccept();
+    }
+    if (cqe.res < 0) {
+        switch (cqe.err()) {
+            .MFILE, .NFILE, .NOBUFS, .NOMEM => log.warn("accept: out of file descriptors or memory; pausing accepts for 100 ms", .{}),
+            .CANCELED, .CONNABORTED, .INTR => {},
+            else => |err| log.warn("accept: E.{t}", .{err}),
+        }
+        return;
+    }
+    const fd: linux.fd_t = cqe.res;
+    const slot = loop.takeSlot() orelse return engine.refuse(fd);
+    socket.setNoDelay(fd);
+    slot.fd = fd;
+    slot.recv_armed = false;
+    slot.send_armed = false;
+    slot.poll_armed = false;
+    slot.wait_readable = false;
+    slot.wait_writable = false;
+    slot.closing = false;
+    slot.cancel_sent = false;
+    slot.pending = null;
+    slot.connection = .init(loop.worker);
+    if (loop.draining) {
+        // Answer what it may already have sent; close it if it sent nothing.
+        loop.recvDirect(slot);
+        slot.connection.drain();
+    }
+    loop.drive(slot);
+}
+
+fn takeSlot(loop: *IoUring) ?*Slot {
+    const slot = if (loop.free_slot != none) blk: {
+        const slot = &loop.slots[loop.free_slot];
+        loop.free_slot = slot.next_free;
+        break :blk slot;
+    } else blk: {
+        if (loop.slots_touched == loop.slots.len) return null;
+        const slot = &loop.slots[loop.slots_touched];
+        slot.generation = 0;
+        loop.slots_touched += 1;
+        break :blk slot;
+    };
+    slot.in_use = true;
+    slot.generation +%= 1;
+    loop.active += 1;
+    return slot;
+}
+
+fn index(loop: *const IoUring, slot: *const Slot) u32 {
+    return @intCast(slot - loop.slots.ptr);
+}
+
+/// Begins closing: operations in flight are ended by shutting the socket down; the slot is
+/// freed when the last of them completes.
+fn close(loop: *IoUring, slot: *Slot) void {
+    if (!slot.closing) {
+        slot.closing = true;
+        if (slot.pending) |p| loop.buffers.recycle(p.buffer_id);
+        slot.pending = null;
+        if (slot.busy()) socket.shutdownBoth(slot.fd);
+    }
+    if (slot.busy()) return;
+    socket.close(slot.fd);
+    slot.connection.deinit();
+    slot.in_use = false;
+    slot.next_free = loop.free_slot;
+    loop.free_slot = loop.index(slot);
+    loop.active -= 1;
+}
+
+fn onRecv(loop: *IoUring, slot: *Slot, cqe: linux.io_uring_cqe) void {
+    slot.recv_armed = false;
+    if (slot.closing) {
+        if (cqe.buffer_id()) |id| loop.buffers.recycle(id) else |_| {}
+        return;
+    }
+    if (cqe.res > 0) {
+        const id = cqe.buffer_id() catch unreachable; // buffer selection was requested
+        slot.pending = .{ .buffer_id = id, .offset = 0, .len = @intCast(cqe.res) };
+        return;
+    }
+    const c = &slot.connection;
+    switch (cqe.err()) {
+        .SUCCESS => { // EOF
+            _ = c.recvBuffer() orelse return c.onError();
+            c.onRecv(0);
+        },
+        .NOBUFS => loop.recvDirect(slot),
+        .AGAIN => slot.wait_readable = true,
+        .CANCELED => if (loop.draining) c.drain(),
+        .INTR => {},
+        else => c.onError(),
+    }
+}
+
+/// Every ring buffer is held by a connection that cannot take its data yet: read into the
+/// connection's own buffer with a plain syscall instead (rare).
+fn recvDirect(loop: *IoUring, slot: *Slot) void {
+    _ = loop;
+    const c = &slot.connection;
+    const buffer = c.recvBuffer() orelse return c.onError();
+    const n = socket.recv(slot.fd, buffer) catch |err| switch (err) {
+        error.WouldBlock, error.Interrupted => return c.onWouldBlock(),
+        error.ConnectionLost, error.Unexpected => return c.onError(),
+    };
+    c.onRecv(n);
+}
+
+fn onSend(loop: *IoUring, slot: *Slot, cqe: linux.io_uring_cqe) void {
+    _ = loop;
+    slot.send_armed = false;
+    if (slot.closing) return;
+    const c = &slot.connection;
+    if (cqe.res >= 0) {
+        c.onSend(@intCast(cqe.res));
+        return;
+    }
+    switch (cqe.err()) {
+        .AGAIN => slot.wait_writable = true,
+        .INTR => {}, // drive re-arms it
+        else => c.onError(),
+    }
+}
+
+/// Runs the connection until it waits for an operation in flight (or is closed).
+fn drive(loop: *IoUring, slot: *Slot) void {
+    const c = &slot.connection;
+    for (0..1_000_000) |_| {
+        if (slot.closing) return loop.close(slot);
+        switch (c.next()) {
+            .recv => {
+                if (slot.pending != null) {
+                    loop.feedPending(slot);
+                    continue;
+                }
+                if (slot.recv_armed or slot.poll_armed) return;
+                const armed = if (slot.wait_readable) loop.armPoll(slot, .poll_in) else loop.armRecv(slot);
+                armed catch return loop.close(slot);
+                return;
+            },
+            .send => |iovecs| {
+                if (slot.send_armed or slot.poll_armed) return;
+                const armed = if (slot.wait_writable) loop.armPoll(slot, .poll_out) else loop.armSend(slot, iovecs);
+                armed catch return loop.close(slot);
+                return;
+            },
+            .send_file => |file| {
+                if (slot.poll_armed) return;
+                const n = socket.sendfile(slot.fd, file.fd, file.offset, file.len) catch |err| switch (err) {
+                    error.WouldBlock => {
+                        loop.armPoll(slot, .poll_out) catch return loop.close(slot);
+                        return;
+                    },
+                    error.Interrupted => continue,
+                    error.ConnectionLost, error.Unexpected => {
+                        c.onError();
+                        continue;
+                    },
+                };
+                if (n == 0) c.onError() else c.onSend(n);
+            },
+            .shutdown => {
+                socket.shutdownWrite(slot.fd);
+                c.onShutdown();
+            },
+            .close => return loop.close(slot),
+            .wait => return,
+        }
+    }
+    log.err("connection made no progress in 1000000 steps; closing it", .{});
+    slot.connection.onError();
+    loop.close(slot);
+}
+
+/// Copies received data the connection has not taken into its buffer.
+fn feedPending(loop: *IoUring, slot: *Slot) void {
+    const c = &slot.connection;
+    const pending = &slot.pending.?;
+    const buffer = c.recvBuffer() orelse {
+        c.onError();
+        return;
+    };
+    const data = loop.buffers.get(pending.buffer_id)[pending.offset..][0..pending.len];
+    const n = @min(buffer.len, data.len);
+    @memcpy(buffer[0..n], data[0..n]);
+    pending.offset += @intCast(n);
+    pending.len -= @intCast(n);
+    if (pending.len == 0) {
+        loop.buffers.recycle(pending.buffer_id);
+        slot.pending = null;
+    }
+    c.onRecv(n);
+}
+
+fn armRecv(loop: *IoUring, slot: *Slot) !void {
+    const entry = try loop.sqe();
+    entry.prep_rw(.RECV, slot.fd, 0, 0, 0);
+    entry.flags |= linux.IOSQE_BUFFER_SELECT;
+    entry.buf_index = RecvBuffers.group_id;
+    entry.user_data = userData(.recv, loop.index(slot), slot.generation);
+    slot.recv_armed = true;
+}
+
+fn armSend(loop: *IoUring, slot: *Slot, iovecs: []const std.posix.iovec_const) !void {
+    const entry = try loop.sqe();
+    // The iovecs live in the connection's exchange, untouched until `onSend`.
+    entry.prep_writev(slot.fd, iovecs[0..@min(iovecs.len, 1024)], 0);
+    entry.user_data = userData(.send, loop.index(slot), slot.generation);
+    slot.send_armed = true;
+}
+
+fn cancelRecv(loop: *IoUring, slot: *Slot) !void {
+    const entry = try loop.sqe();
+    entry.prep_cancel(userData(.recv, loop.index(slot), slot.generation), 0);
+    entry.user_data = userData(.cancel, loop.index(slot), slot.generation);
+    slot.cancel_sent = true;
+}
+
+fn armPoll(loop: *IoUring, slot: *Slot, op: Op) !void {
+    const entry = try loop.sqe();
+    entry.prep_poll_add(slot.fd, if (op == .poll_in) linux.POLL.IN else linux.POLL.OUT);
+    entry.user_data = userData(op, loop.index(slot), slot.generation);
+    slot.poll_armed = true;
+}
+
+/// Applies timeouts (and, while draining, closes connections that went idle).
+fn sweep(loop: *IoUring) void {
+    const now = loop.worker.now_ms;
+    for (loop.slots[0..loop.slots_touched]) |*slot| {
+        if (!slot.in_use or slot.closing) continue;
+        if (loop.draining and slot.connection.phase == .idle and slot.pending == null) {
+            // A request may already be on its way into the armed receive: cancel it and
+            // decide when it completes (with data, or canceled).
+            if (slot.recv_armed) {
+                if (!slot.cancel_sent) loop.cancelRecv(slot) catch {};
+                continue;
+            }
+            slot.connection.drain();
+        }
+        // An open WebSocket is told 1001 and closes once the client answers.
+        if (loop.draining and slot.connection.phase == .websocket) slot.connection.drain();
+        if (now >= slot.connection.deadline()) slot.connection.onTimeout();
+        loop.drive(slot);
+    }
+}
+
+fn beginDrain(loop: *IoUring) void {
+    if (loop.draining) return;
+    loop.draining = true;
+    @atomicStore(bool, &loop.worker.draining, true, .monotonic); // read by handler threads
+    loop.drain_deadline_ms = loop.worker.now_ms + loop.control.shutdown_timeout_ms;
+    if (loop.listener) |l| {
+        // Connections the kernel already completed may have sent requests: take and answer
+        // them rather than reset them.
+        var taken: usize = 0;
+        while (taken < loop.slots.len) : (taken += 1) {
+            const fd = socket.accept(l.fd, true) catch break;
+            var cqe = std.mem.zeroes(linux.io_uring_cqe);
+            cqe.res = fd;
+            cqe.flags = linux.IORING_CQE_F_MORE;
+            loop.onAccept(cqe) catch break;
+        }
+        // Closing the listener ends the multishot accept.
+        l.close();
+        loop.listener = null;
+    }
+    loop.sweep();
+}

@@ -1,0 +1,89 @@
+//! The thread-per-connection engine: an accept loop per listener starts a thread for every
+//! connection, which serves it with blocking I/O (`blocking_io.zig`) and exits. At most
+//! `connections_max` connections are served at once; beyond that a connection gets a 503 and
+//! is closed. Each thread has a worker of its own sized for one connection.
+const std = @import("std");
+const posix = std.posix;
+const linux = std.os.linux;
+const socket = @import("socket.zig");
+const engine = @import("../engine.zig");
+const blocking_io = @import("blocking_io.zig");
+const Blocking = @import("Blocking.zig");
+const Worker = @import("../Worker.zig");
+
+const log = std.log.scoped(.saker);
+
+/// Accepts on `listener` until the server stops, then waits for the connection threads.
+pub fn run(shared: *engine.Shared, listener: socket.Listener) void {
+    defer waitForConnections(shared);
+    defer listener.close();
+    const control = shared.control;
+    while (!control.stopRequested()) {
+        var fds = [_]posix.pollfd{
+            .{ .fd = listener.fd, .events = posix.POLL.IN, .revents = 0 },
+            .{ .fd = control.wake_fd, .events = posix.POLL.IN, .revents = 0 },
+        };
+        _ = posix.poll(&fds, -1) catch |err| {
+            log.err("poll: {t}", .{err});
+            return;
+        };
+        if (fds[1].revents != 0) break;
+        if (fds[0].revents == 0) continue;
+        const fd = socket.accept(listener.fd, false) catch |err| switch (err) {
+            error.WouldBlock, error.Interrupted, error.ConnectionAborted => continue,
+            error.SystemResources => {
+                log.warn("accept: out of file descriptors or memory; pausing accepts for 100 ms", .{});
+                Blocking.pollSleep(control, 100);
+                continue;
+            },
+            error.ListenerClosed, error.Unexpected => return,
+        };
+        start(shared, fd);
+    }
+    // Connections the kernel already completed get their requests answered.
+    for (0..shared.config.backlog) |_| {
+        const fd = socket.accept(listener.fd, false) catch break;
+        start(shared, fd);
+    }
+}
+
+fn start(shared: *engine.Shared, fd: linux.fd_t) void {
+    if (!shared.takeConnection()) return refuse(fd);
+    const thread = std.Thread.spawn(.{ .stack_size = shared.config.thread_stack_bytes }, connectionMain, .{ shared, fd }) catch |err| {
+        log.warn("cannot start a connection thread: {t}", .{err});
+        shared.releaseConnection();
+        return refuse(fd);
+    };
+    thread.detach();
+}
+
+fn refuse(fd: linux.fd_t) void {
+    engine.refuse(fd);
+}
+
+fn connectionMain(shared: *engine.Shared, fd: linux.fd_t) void {
+    defer shared.releaseConnection();
+    var worker: Worker = undefined;
+    shared.initWorker(&worker) catch |err| {
+        log.warn("no memory for a connection: {t}", .{err});
+        return refuse(fd);
+    };
+    defer worker.deinit();
+    var drain_deadline_ms: u64 = std.math.maxInt(u64);
+    blocking_io.serveConnection(&worker, fd, shared.control, &drain_deadline_ms);
+}
+
+/// Waits until every connection thread has finished (they finish their requests and close
+/// within `shutdown_timeout_ms` of the stop).
+fn waitForConnections(shared: *engine.Shared) void {
+    var waited_ms: u64 = 0;
+    const limit_ms = @as(u64, shared.config.shutdown_timeout_ms) + 1000;
+    while (shared.connections.load(.acquire) > 0) : (waited_ms += 5) {
+        if (waited_ms >= limit_ms) {
+            log.warn("shutdown: {d} connection threads still running", .{shared.connections.load(.acquire)});
+            return;
+        }
+        var none: [0]posix.pollfd = .{};
+        _ = posix.poll(&none, 5) catch {};
+    }
+}

@@ -1,0 +1,329 @@
+//! Hostile clients against real servers: request smuggling attempts, slowloris, running out
+//! of file descriptors, and a shutdown in the middle of a load. Loopback only, bounded in
+//! time and count.
+const std = @import("std");
+const testing = std.testing;
+const linux = std.os.linux;
+const saker = @import("saker");
+const build_options = @import("build_options");
+const Client = @import("Client.zig");
+
+const all_engines = [_]saker.engine.Kind{ .blocking, .thread_per_connection, .worker_pool, .epoll, .io_uring };
+
+const Echo = struct {
+    pub fn handle(_: *Echo, req: *saker.Request, res: *saker.Response) !void {
+        try res.print("{s} {s} body={s}", .{ req.method.name(), req.target, req.body() });
+    }
+};
+
+fn ServerThread(comptime Handler: type) type {
+    return struct {
+        const This = @This();
+        handler: Handler = .{},
+        server: saker.Server(Handler),
+        thread: std.Thread,
+
+        fn start(kind: saker.engine.Kind, overrides: saker.Config) !*This {
+            var config = overrides;
+            config.host = "127.0.0.1";
+            config.port = 0;
+            config.engine = kind;
+            if (config.workers == 0) config.workers = 2;
+            const running = try testing.allocator.create(This);
+            errdefer testing.allocator.destroy(running);
+            running.* = .{ .server = undefined, .thread = undefined };
+            running.server = try .init(testing.allocator, &running.handler, config);
+            errdefer running.server.deinit();
+            running.thread = try std.Thread.spawn(.{}, serve, .{&running.server});
+            return running;
+        }
+
+        fn serve(server: *saker.Server(Handler)) void {
+            server.serve() catch |err| std.debug.panic("serve failed: {t}", .{err});
+        }
+
+        fn stop(running: *This) void {
+            running.server.stop();
+            running.thread.join();
+            running.server.deinit();
+            testing.allocator.destroy(running);
+        }
+
+        fn port(running: *This) u16 {
+            return running.server.port();
+        }
+    };
+}
+
+fn sleepMs(ms: u64) void {
+    const ts: linux.timespec = .{ .sec = @intCast(ms / 1000), .nsec = @intCast((ms % 1000) * std.time.ns_per_ms) };
+    _ = linux.nanosleep(&ts, null);
+}
+
+fn nowUs() u64 {
+    var ts: linux.timespec = undefined;
+    _ = linux.clock_gettime(.MONOTONIC, &ts);
+    return @as(u64, @intCast(ts.sec)) * 1_000_000 + @as(u64, @intCast(ts.nsec)) / 1000;
+}
+
+/// A request that could be framed two ways, and what must happen: an error status and a
+/// close, so no second request can hide in it.
+const Smuggle = struct { name: []const u8, request: []const u8, status: u16 };
+
+const smuggling_corpus = [_]Smuggle{
+    .{ .name = "CL.TE", .status = 400, .request = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n" },
+    .{ .name = "TE.CL", .status = 400, .request = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n8\r\nSMUGGLED\r\n0\r\n\r\n" },
+    .{ .name = "TE xchunked", .status = 501, .request = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: xchunked\r\n\r\n0\r\n\r\n" },
+    .{ .name = "TE chunked, identity", .status = 400, .request = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n" },
+    .{ .name = "TE identity, chunked", .status = 501, .request = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: identity, chunked\r\n\r\n0\r\n\r\n" },
+    .{ .name = "duplicate TE", .status = 400, .request = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" },
+    .{ .name = "TE space before colon", .status = 400, .request = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n" },
+    .{ .name = "TE obs-fold", .status = 400, .request = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:\r\n chunked\r\n\r\n0\r\n\r\n" },
+    .{ .name = "TE vertical tab", .status = 400, .request = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:\x0bchunked\r\n\r\n0\r\n\r\n" },
+    .{ .name = "TE in HTTP/1.0", .status = 400, .request = "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" },
+    .{ .name = "CL +5", .status = 400, .request = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +5\r\n\r\nhello" },
+    .{ .name = "CL 0x5", .status = 400, .request = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0x5\r\n\r\nhello" },
+    .{ .name = "CL two values", .status = 400, .request = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 6\r\n\r\nhello!" },
+    .{ .name = "CL twice, different", .status = 400, .request = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!" },
+    .{ .name = "CL overflow", .status = 400, .request = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 18446744073709551617\r\n\r\n" },
+    .{ .name = "chunk size overflow", .status = 400, .request = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n10000000000000001\r\nx\r\n0\r\n\r\n" },
+    .{ .name = "chunk line LF only", .status = 400, .request = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n" },
+    .{ .name = "chunk data LF only", .status = 400, .request = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\n0\r\n\r\n" },
+    .{ .name = "NUL in chunk extension", .status = 400, .request = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;a=\x00\r\nhello\r\n0\r\n\r\n" },
+    .{ .name = "chunk size with sign", .status = 400, .request = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\nhello\r\n0\r\n\r\n" },
+    .{ .name = "bare LF in head", .status = 400, .request = "POST / HTTP/1.1\nHost: a\nContent-Length: 5\n\nhello" },
+    .{ .name = "bare CR in header", .status = 400, .request = "GET / HTTP/1.1\r\nHost: a\r\nX: a\rContent-Length: 5\r\n\r\nhello" },
+    .{ .name = "two Hosts", .status = 400, .request = "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n" },
+};
+
+test "smuggling: ambiguous framing is refused and the connection closed, on every engine" {
+    for (all_engines) |kind| {
+        const running = try ServerThread(Echo).start(kind, .{});
+        defer running.stop();
+        for (smuggling_corpus) |case| {
+            errdefer std.debug.print("engine {t}, case {s}\n", .{ kind, case.name });
+            var client = try Client.connect(running.port(), 10_000);
+            defer client.close();
+            try client.send(case.request);
+            const response = try client.readResponse(testing.allocator, .{});
+            defer response.deinit(testing.allocator);
+            try testing.expectEqual(case.status, response.status);
+            try testing.expectEqualStrings("close", response.header("Connection").?);
+            // Nothing else comes back: no second (smuggled) response.
+            try testing.expect(try client.isClosed());
+        }
+        // Leading zeros are one unambiguous length.
+        const response = try Client.fetch(testing.allocator, running.port(), "POST /z HTTP/1.1\r\nHost: a\r\nContent-Length: 005\r\n\r\nhello");
+        defer response.deinit(testing.allocator);
+        try testing.expectEqualStrings("POST /z body=hello", response.body);
+    }
+}
+
+/// Opens `count` connections that send a request head a few bytes at a time, never finishing.
+const Slowloris = struct {
+    fds: []linux.fd_t,
+    sent: usize = 0,
+
+    fn open(port: u16, fds: []linux.fd_t) !Slowloris {
+        for (fds, 0..) |*fd, i| {
+            const client = Client.connect(port, 5_000) catch |err| {
+                for (fds[0..i]) |f| _ = linux.close(f);
+                return err;
+            };
+            fd.* = client.fd;
+        }
+        return .{ .fds = fds };
+    }
+
+    /// Sends the next byte of an endless head on every connection.
+    fn dribble(slow: *Slowloris) void {
+        const head = "GET / HTTP/1.1\r\nHost: slow\r\nX-a: ";
+        const byte: []const u8 = if (slow.sent < head.len) head[slow.sent..][0..1] else "a";
+        for (slow.fds) |fd| _ = linux.sendto(fd, byte.ptr, 1, linux.MSG.NOSIGNAL | linux.MSG.DONTWAIT, null, 0);
+        slow.sent += 1;
+    }
+
+    fn close(slow: *Slowloris) void {
+        for (slow.fds) |fd| _ = linux.close(fd);
+    }
+};
+
+test "slowloris: 1000 dribbling connections do not slow a normal client" {
+    // The blocking and worker_pool engines serve one connection per thread, so a slowloris
+    // connection holds a thread until header_timeout_ms; they are not built for this.
+    for ([_]saker.engine.Kind{ .epoll, .io_uring, .thread_per_connection }) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try ServerThread(Echo).start(kind, .{ .header_timeout_ms = 60_000, .thread_stack_bytes = 256 * 1024 });
+        defer running.stop();
+        var fds: [1000]linux.fd_t = undefined;
+        var slow = try Slowloris.open(running.port(), &fds);
+        defer slow.close();
+        var client = try Client.connect(running.port(), 10_000);
+        defer client.close();
+        var latencies: [200]u64 = undefined;
+        for (&latencies, 0..) |*latency, i| {
+            if (i % 10 == 0) slow.dribble();
+            const start = nowUs();
+            try client.send("GET /normal HTTP/1.1\r\nHost: t\r\n\r\n");
+            const response = try client.readResponse(testing.allocator, .{});
+            response.deinit(testing.allocator);
+            latency.* = nowUs() - start;
+        }
+        std.mem.sort(u64, &latencies, {}, std.sort.asc(u64));
+        const p99 = latencies[latencies.len * 99 / 100];
+        errdefer std.debug.print("p99 {d} us\n", .{p99});
+        try testing.expect(p99 < 100_000);
+    }
+}
+
+test "slowloris: the header timeout answers 408 and frees the connection" {
+    for (all_engines) |kind| {
+        const running = try ServerThread(Echo).start(kind, .{ .header_timeout_ms = 300 });
+        defer running.stop();
+        var client = try Client.connect(running.port(), 10_000);
+        defer client.close();
+        for ("GET / HTTP/1.1\r\nHo") |byte| {
+            try client.send(&.{byte});
+            sleepMs(10);
+        }
+        const response = try client.readResponse(testing.allocator, .{});
+        defer response.deinit(testing.allocator);
+        try testing.expectEqual(@as(u16, 408), response.status);
+        try testing.expect(try client.isClosed());
+    }
+}
+
+fn processCpuMs(pid: linux.pid_t) !u64 {
+    var path: [64]u8 = undefined;
+    var buffer: [1024]u8 = undefined;
+    const text = try std.Io.Dir.cwd().readFile(testing.io, try std.mem.print(&path, "/proc/{d}/stat", .{pid}), &buffer);
+    var fields = std.mem.tokenizeScalar(u8, text[std.mem.findScalarLast(u8, text, ')').? + 2 ..], ' ');
+    var index: usize = 0;
+    var ticks: u64 = 0;
+    while (fields.next()) |field| : (index += 1) {
+        // After the command: state is field 0; utime and stime are fields 11 and 12.
+        if (index == 11 or index == 12) ticks += try std.fmt.parseInt(u64, field, 10);
+    }
+    return ticks * 10; // USER_HZ is 100 on Linux
+}
+
+test "out of file descriptors: accepting backs off, existing connections are served" {
+    const io = testing.io;
+    for ([_][]const u8{ "epoll", "io_uring", "thread_per_connection" }) |engine_name| {
+        errdefer std.debug.print("engine {s}\n", .{engine_name});
+        var script: [512]u8 = undefined;
+        // 64 descriptors: the server uses a handful; the rest go quickly.
+        const command = try std.mem.print(&script, "ulimit -n 64 && exec {s} --port 0 --workers 1 --engine {s}", .{ build_options.hello_exe, engine_name });
+        var child = try std.process.spawn(io, .{ .argv = &.{ "sh", "-c", command }, .stdout = .pipe, .stderr = .ignore });
+        defer {
+            _ = linux.kill(child.id.?, linux.SIG.KILL);
+            _ = child.wait(io) catch {};
+        }
+        var buffer: [256]u8 = undefined;
+        var reader = child.stdout.?.readerStreaming(io, &buffer);
+        const line = try reader.interface.takeDelimiterExclusive('\n');
+        const port = try std.fmt.parseInt(u16, line["listening on http://127.0.0.1:".len..], 10);
+
+        var first = try Client.connect(port, 5_000);
+        defer first.close();
+        try first.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        (try first.readResponse(testing.allocator, .{})).deinit(testing.allocator);
+
+        var crowd: [100]Client = undefined;
+        var opened: usize = 0;
+        defer for (crowd[0..opened]) |*c| c.close();
+        for (&crowd) |*c| {
+            c.* = Client.connect(port, 5_000) catch break;
+            opened += 1;
+        }
+        const cpu_before = try processCpuMs(child.id.?);
+        sleepMs(1000);
+        const cpu_ms = try processCpuMs(child.id.?) - cpu_before;
+        // A busy accept loop would burn the whole second.
+        errdefer std.debug.print("server CPU while out of descriptors: {d} ms in 1000 ms\n", .{cpu_ms});
+        try testing.expect(cpu_ms < 300);
+        try first.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        const again = try first.readResponse(testing.allocator, .{});
+        defer again.deinit(testing.allocator);
+        try testing.expectEqualStrings("Hello, World!", again.body);
+        for (crowd[0..opened]) |*c| c.close();
+        opened = 0;
+        sleepMs(300);
+        const later = try Client.fetch(testing.allocator, port, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        defer later.deinit(testing.allocator);
+        try testing.expectEqualStrings("Hello, World!", later.body);
+    }
+}
+
+const LoadResult = struct { completed: usize = 0, refused: usize = 0, broken: usize = 0 };
+
+/// Keep-alive requests in a loop until the server goes away. A response must be complete, or
+/// the connection must end before any byte of it: a partial response is a lost request.
+fn load(port: u16, result: *LoadResult) void {
+    outer: while (true) {
+        var client = Client.connect(port, 5_000) catch {
+            result.refused += 1;
+            return;
+        };
+        defer client.close();
+        while (true) {
+            client.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n") catch continue :outer;
+            const received_before = client.received_total;
+            const response = client.readResponse(testing.allocator, .{}) catch |err| switch (err) {
+                // Closed before the response started: the server had not read the request
+                // (an idle keep-alive connection closed by the shutdown, RFC 9112 §9.3.1).
+                error.Closed => if (client.received_total == received_before) continue :outer else {
+                    result.broken += 1;
+                    return;
+                },
+                else => {
+                    result.broken += 1;
+                    return;
+                },
+            };
+            defer response.deinit(testing.allocator);
+            if (response.status != 200) {
+                result.broken += 1;
+                return;
+            }
+            result.completed += 1;
+            if (response.header("Connection")) |value| {
+                if (std.mem.eql(u8, value, "close")) continue :outer;
+            }
+        }
+    }
+}
+
+test "shutdown under load: every request read is answered, then the process exits 0" {
+    const io = testing.io;
+    for ([_][]const u8{ "epoll", "io_uring", "thread_per_connection", "worker_pool", "blocking" }) |engine_name| {
+        errdefer std.debug.print("engine {s}\n", .{engine_name});
+        var child = try std.process.spawn(io, .{
+            .argv = &.{ build_options.hello_exe, "--port", "0", "--workers", "2", "--engine", engine_name },
+            .stdout = .pipe,
+            .stderr = .ignore,
+        });
+        var buffer: [256]u8 = undefined;
+        var reader = child.stdout.?.readerStreaming(io, &buffer);
+        const line = try reader.interface.takeDelimiterExclusive('\n');
+        const port = try std.fmt.parseInt(u16, line["listening on http://127.0.0.1:".len..], 10);
+        var results: [8]LoadResult = @splat(.{});
+        var threads: [8]std.Thread = undefined;
+        for (&threads, &results) |*t, *r| t.* = try std.Thread.spawn(.{}, load, .{ port, r });
+        sleepMs(500);
+        _ = linux.kill(child.id.?, linux.SIG.TERM);
+        for (threads) |t| t.join();
+        const term = try child.wait(io);
+        try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, term);
+        var total: LoadResult = .{};
+        for (results) |r| {
+            total.completed += r.completed;
+            total.refused += r.refused;
+            total.broken += r.broken;
+        }
+        errdefer std.debug.print("completed {d}, refused {d}, broken {d}\n", .{ total.completed, total.refused, total.broken });
+        try testing.expectEqual(@as(usize, 0), total.broken);
+        try testing.expect(total.completed > 0);
+        try testing.expectEqual(@as(usize, 8), total.refused); // every client ended refused
+    }
+}
