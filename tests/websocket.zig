@@ -386,3 +386,19 @@ fn slowReader(kind: saker.engine.Kind) !void {
     const code = running.handler.last_close.load(.acquire);
     try testing.expect(code == 1008 or code == 1006);
 }
+
+test "websocket: an upgrade accepted by a handler on the handler pool" {
+    for (event_engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try Running.start(kind, .{ .handler_threads = 2 });
+        defer running.stop();
+        var client = try open(running.server.port(), "");
+        defer client.close();
+        try sendFrame(&client, true, 0x1, "through the pool");
+        try expectFrame(&client, 0x1, "through the pool");
+        try sendFrame(&client, true, 0x8, &.{ 0x03, 0xe8 });
+        const close = try readFrame(&client);
+        defer close.deinit();
+        try testing.expectEqual(@as(u16, 1000), closeCode(close));
+    }
+}
