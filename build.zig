@@ -8,7 +8,7 @@
 //! -Doptimize=debug|safe|fast|small is honoured by everything but `bench`.
 const std = @import("std");
 
-const examples = [_][]const u8{ "hello", "counter", "echo", "router", "arena" };
+const examples = [_][]const u8{ "hello", "counter", "echo", "router", "arena", "ws-echo", "ws-chat" };
 
 pub fn build(b: *std.Build) void {
     const target = b.standardTargetOptions(.{});
@@ -59,7 +59,12 @@ pub fn build(b: *std.Build) void {
     const test_step = b.step("test", "Run unit and integration tests");
     const unit_tests = b.addTest(.{ .name = "unit", .root_module = saker, .filters = test_filters });
     const options = b.addOptions();
-    for (examples, example_exes) |name, exe| options.addOptionPath(b.fmt("{s}_exe", .{name}), exe.getEmittedBin());
+    for (examples, example_exes) |name, exe| {
+        // "ws-echo" becomes the option `ws_echo_exe`.
+        const option = b.fmt("{s}_exe", .{name});
+        std.mem.replaceScalar(u8, option, '-', '_');
+        options.addOptionPath(option, exe.getEmittedBin());
+    }
     const integration_tests = b.addTest(.{
         .name = "integration",
         .root_module = b.createModule(.{

@@ -20,6 +20,7 @@ pub const Request = @import("Request.zig");
 pub const Response = @import("Response.zig");
 pub const engine = @import("engine.zig");
 pub const Server = @import("Server.zig").Server;
+pub const websocket = @import("websocket.zig");
 pub const Router = @import("Router.zig").Router;
 pub const Route = @import("Router.zig").Route;
 pub const router = @import("Router.zig");
