@@ -123,6 +123,5 @@ pub fn main(init: std.process.Init) !void {
     defer chat.members.deinit(init.gpa);
     var server = try saker.Server(Chat).init(init.gpa, &chat, config);
     defer server.deinit();
-    saker.cli.announce(init.io, config.host, server.port());
-    try server.run();
+    try saker.cli.run(init.io, &server, config.host);
 }

@@ -26,6 +26,5 @@ pub fn main(init: std.process.Init) !void {
     var echo: Echo = .{};
     var server = try saker.Server(Echo).init(init.gpa, &echo, config);
     defer server.deinit();
-    saker.cli.announce(init.io, config.host, server.port());
-    try server.run();
+    try saker.cli.run(init.io, &server, config.host);
 }
