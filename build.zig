@@ -81,6 +81,7 @@ pub fn build(b: *std.Build) void {
     // The router and its examples over real sockets; the examples are imported as modules.
     const fixtures = b.addOptions();
     fixtures.addOptionPath("dataset", b.path("tests/data/httparena-dataset.json"));
+    options.addOptionPath("autobahn_script", b.path("tests/autobahn/run"));
     const router_tests = b.addTest(.{
         .name = "integration-router",
         .root_module = b.createModule(.{

@@ -402,3 +402,19 @@ test "websocket: an upgrade accepted by a handler on the handler pool" {
         try testing.expectEqual(@as(u16, 1000), closeCode(close));
     }
 }
+
+test "Autobahn|Testsuite: cases 1-7, 9 and 10 against ws-echo, 0 failed, 0 unclean" {
+    // The whole suite (with the permessage-deflate cases 12 and 13) takes some 15 minutes and
+    // runs from `tests/autobahn/run`; this subset fits the test budget.
+    const build_options = @import("build_options");
+    const result = try std.process.run(testing.allocator, testing.io, .{
+        .argv = &.{ build_options.autobahn_script, "--optimize", "Debug", "--cases", "1.*,2.*,3.*,4.*,5.*,6.*,7.*,9.*,10.*" },
+        .stdout_limit = .limited(1 << 20),
+        .stderr_limit = .limited(1 << 20),
+    });
+    defer testing.allocator.free(result.stdout);
+    defer testing.allocator.free(result.stderr);
+    errdefer std.debug.print("{s}\n{s}\n", .{ result.stdout, result.stderr });
+    try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, result.term);
+    try testing.expect(std.mem.endsWith(u8, std.mem.trimEnd(u8, result.stdout, "\n"), " passed, 0 failed"));
+}
