@@ -8,7 +8,7 @@
 //! -Doptimize=debug|safe|fast|small is honoured by everything but `bench`.
 const std = @import("std");
 
-const examples = [_][]const u8{ "hello", "counter", "echo", "router", "arena" };
+const examples = [_][]const u8{ "hello", "counter", "echo", "router", "arena", "ws-echo", "ws-chat" };
 
 pub fn build(b: *std.Build) void {
     const target = b.standardTargetOptions(.{});
@@ -57,7 +57,12 @@ pub fn build(b: *std.Build) void {
     const test_step = b.step("test", "Run unit and integration tests");
     const unit_tests = b.addTest(.{ .name = "unit", .root_module = saker, .filters = test_filters });
     const options = b.addOptions();
-    for (examples, example_exes) |name, exe| options.addOptionPath(b.fmt("{s}_exe", .{name}), exe.getEmittedBin());
+    for (examples, example_exes) |name, exe| {
+        // "ws-echo" becomes the option `ws_echo_exe`.
+        const option = b.fmt("{s}_exe", .{name});
+        std.mem.replaceScalar(u8, option, '-', '_');
+        options.addOptionPath(option, exe.getEmittedBin());
+    }
     options.addOptionPath("saker_exe", cli.getEmittedBin());
     const integration_tests = b.addTest(.{
         .name = "integration",
@@ -75,6 +80,7 @@ pub fn build(b: *std.Build) void {
     // The router and its examples over real sockets; the examples are imported as modules.
     const fixtures = b.addOptions();
     fixtures.addOptionPath("dataset", b.path("tests/data/httparena-dataset.json"));
+    options.addOptionPath("autobahn_script", b.path("tests/autobahn/run"));
     const router_tests = b.addTest(.{
         .name = "integration-router",
         .root_module = b.createModule(.{

@@ -104,6 +104,24 @@ linger_timeout_ms: u32 = 2_000,
 /// On SIGINT/SIGTERM, time allowed for in-flight requests before the process exits anyway.
 shutdown_timeout_ms: u32 = 10_000,
 
+// WebSockets (docs/websocket.md).
+
+/// Longest WebSocket message, after joining fragments and decompressing (close 1009 beyond).
+websocket_message_bytes_max: u64 = 16 * 1024 * 1024,
+/// Bytes that may wait to be sent to one WebSocket client; a send beyond it fails and the
+/// connection closes with 1008 (a client that reads too slowly). One message larger than this
+/// is still taken when nothing else waits.
+websocket_send_queue_bytes_max: u64 = 16 * 1024 * 1024,
+/// After this long without a byte from a WebSocket client, the server pings it; 0: never.
+websocket_ping_interval_ms: u32 = 30_000,
+/// Time a pinged WebSocket client has to answer before the server closes with 1011.
+websocket_pong_timeout_ms: u32 = 10_000,
+/// Agree to permessage-deflate (RFC 7692) when WebSocket clients offer it.
+websocket_deflate: bool = true,
+/// WebSocket connections per worker that may use permessage-deflate at once (each holds about
+/// 360 KiB of compressor state); beyond it, offers are declined and messages go uncompressed.
+websocket_deflate_connections_max: u32 = 64,
+
 /// Why `validate` rejected a configuration.
 pub const Error = error{InvalidConfig};
 
@@ -140,6 +158,14 @@ pub fn validate(config: *const Config, reason: *[]const u8) Error!void {
         .{
             .ok = config.workers <= 1024,
             .why = "workers must not exceed 1024",
+        },
+        .{
+            .ok = config.websocket_message_bytes_max >= 125 and config.websocket_message_bytes_max <= 1 << 40,
+            .why = "websocket_message_bytes_max must be between 125 bytes and 1 TiB",
+        },
+        .{
+            .ok = config.websocket_ping_interval_ms == 0 or config.websocket_pong_timeout_ms > 0,
+            .why = "websocket_pong_timeout_ms must be positive when pings are on",
         },
         .{ .ok = config.pool_threads >= 1, .why = "pool_threads must be at least 1" },
         .{ .ok = config.processes >= 1 and config.processes <= 256, .why = "processes must be 1 to 256" },

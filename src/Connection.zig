@@ -19,6 +19,7 @@ const Response = @import("Response.zig");
 const RequestParser = @import("http1/RequestParser.zig");
 const ChunkedDecoder = @import("http1/ChunkedDecoder.zig");
 const ResponseHead = @import("http1/ResponseHead.zig");
+const Session = @import("websocket/Session.zig");
 const client_error = @import("client_error.zig");
 
 const log = std.log.scoped(.saker);
@@ -45,6 +46,8 @@ sink: ?*const Sink = null,
 /// The client's address, owned by the engine (for `Request.peer`); a pointer keeps the
 /// connection small.
 peer: ?*const std.Io.net.IpAddress = null,
+/// The WebSocket session once an upgrade was accepted (phase `websocket` from then on).
+websocket: ?*Session = null,
 
 /// What an engine sends to a connection it cannot take (over `connections_max`) before
 /// closing it.
@@ -68,6 +71,9 @@ pub const Phase = enum {
     shutdown,
     /// Reading and discarding until the client closes or `linger_timeout_ms` passes.
     linger,
+    /// The 101 response was answered: bytes are WebSocket frames, handled by `websocket`.
+    /// The exchange stays with the connection while it is open.
+    websocket,
     /// Finished: the engine closes the socket and calls `deinit`.
     closed,
 };
@@ -106,6 +112,10 @@ pub fn init(worker: *Worker) Connection {
 
 /// Gives back everything the connection holds. Call once, after the socket is closed.
 pub fn deinit(c: *Connection) void {
+    if (c.websocket) |session| {
+        session.release();
+        c.websocket = null;
+    }
     if (c.exchange) |x| {
         if (x.file) |file| if (file.close_when_done) closeFile(file.fd);
         x.file = null;
@@ -154,6 +164,7 @@ pub fn deadline(c: *const Connection) u64 {
         return if (x.external_index < x.external_count) c.send_deadline_ms else std.math.maxInt(u64);
     }
     if (c.exchange) |x| if (x.sending()) return c.send_deadline_ms;
+    if (c.phase == .websocket) return c.websocket.?.deadline();
     return c.read_deadline_ms;
 }
 
@@ -167,7 +178,8 @@ pub fn recvBuffer(c: *Connection) ?[]u8 {
         break :blk x;
     };
     switch (c.phase) {
-        .idle, .head => {
+        .idle, .head, .websocket => {
+            if (c.phase == .websocket) if (c.websocket.?.directBuffer(x)) |direct| return direct;
             if (x.head_start > 0) x.compact();
             assert(x.recv_end < x.recv.len);
             return x.recv[x.recv_end..];
@@ -202,6 +214,11 @@ pub fn onRecv(c: *Connection, n: usize) void {
             .buffer => |*b| b.received += n,
             .in_place, .chunked, .streamed_length => x.recv_end += @intCast(n),
             .none => unreachable,
+        },
+        .websocket => {
+            c.websocket.?.onRecv(x, n);
+            c.armSendDeadline(x);
+            return;
         },
         .linger => return,
         .shutdown, .closed, .handling => unreachable,
@@ -257,6 +274,11 @@ pub fn onTimeout(c: *Connection) void {
     };
     switch (c.phase) {
         .idle, .linger, .shutdown, .closed => c.phase = .closed,
+        .websocket => {
+            const x = c.exchange.?;
+            c.websocket.?.onTimeout(x);
+            c.armSendDeadline(x);
+        },
         .head => {
             const x = c.exchange.?;
             if (x.head_start == x.recv_end) {
@@ -273,12 +295,30 @@ pub fn onTimeout(c: *Connection) void {
 /// Server shutdown: close if idle; otherwise finish the current request, then close.
 pub fn drain(c: *Connection) void {
     if (c.phase == .idle and c.exchange == null) c.phase = .closed;
+    if (c.phase == .websocket) {
+        const x = c.exchange.?;
+        c.websocket.?.drain(x);
+        c.armSendDeadline(x);
+    }
+}
+
+/// WebSocket work was queued for this connection from elsewhere (`Worker.takeWoken`).
+pub fn onWake(c: *Connection) void {
+    if (c.phase != .websocket) return;
+    const x = c.exchange.?;
+    c.websocket.?.onWake(x);
+    c.armSendDeadline(x);
+}
+
+fn armSendDeadline(c: *Connection, x: *const Exchange) void {
+    if (x.sending()) c.send_deadline_ms = c.worker.now_ms + c.worker.config.write_timeout_ms;
 }
 
 fn onPeerClosed(c: *Connection) void {
     // Responses already produced were sent before this read (next() puts sends first), so a
     // client that half-closes after a complete request has its answer. A partial request
     // can never be completed.
+    if (c.websocket) |session| session.onPeerClosed();
     c.phase = .closed;
 }
 
@@ -306,6 +346,7 @@ fn process(c: *Connection) void {
                 c.dispatch(x);
                 if (c.phase == .handling) break;
                 c.finishRequest(x);
+                if (c.startWebSocket(x)) break;
                 if (x.batchFull()) break;
             },
             else => break,
@@ -623,7 +664,7 @@ fn handlerReturned(c: *Connection, x: *Exchange, result: anyerror!void) void {
     const res = &x.response;
     result catch |err| return c.handlerFailed(x, err);
     if (res.failure) |err| return c.handlerFailed(x, err);
-    if (res.status.code() < 200) return c.handlerFailed(x, error.InterimStatusFromHandler);
+    if (res.status.code() < 200 and res.websocket_upgrade == null) return c.handlerFailed(x, error.InterimStatusFromHandler);
     c.finishResponse(x);
 }
 
@@ -659,6 +700,10 @@ pub fn onPoolEvent(c: *Connection) void {
     const result: anyerror!void = if (x.handler_error) |err| err else {};
     c.handlerReturned(x, result);
     c.finishRequest(x);
+    if (c.startWebSocket(x)) {
+        c.armSendDeadline(x);
+        return;
+    }
     if (!x.batchFull() and !c.close_after_send) c.process();
     if (x.sending()) c.send_deadline_ms = c.worker.now_ms + c.worker.config.write_timeout_ms;
 }
@@ -742,6 +787,7 @@ fn connectionField(c: *const Connection, x: *const Exchange, keep: bool) Respons
 /// Writes the head of the handler's response and adds head and body to the batch.
 fn finishResponse(c: *Connection, x: *Exchange) void {
     const res = &x.response;
+    if (res.websocket_upgrade) |options| return c.finishUpgrade(x, options);
     const keep = c.keepAlive(x);
     if (!keep) c.close_after_send = true;
     if (res.streaming) return c.finishStream(x);
@@ -797,6 +843,42 @@ fn finishResponse(c: *Connection, x: *Exchange) void {
             } else if (file.close_when_done) closeFile(file.fd);
         },
     }
+}
+
+/// After a request whose handler accepted a WebSocket upgrade: switches the connection to
+/// the WebSocket protocol (the 101 is in the batch; from here on, bytes are frames). Returns
+/// whether it did.
+fn startWebSocket(c: *Connection, x: *Exchange) bool {
+    const session = c.websocket orelse return false;
+    if (c.close_after_send) return false; // the 101 could not be written; deinit gives it back
+    c.phase = .websocket;
+    session.open(c, x);
+    return true;
+}
+
+/// Answers an upgrade the handler accepted with 101 and prepares the WebSocket session
+/// (RFC 6455 §4.2.2); it starts once the request is finished.
+fn finishUpgrade(c: *Connection, x: *Exchange, options: @import("websocket.zig").UpgradeOptions) void {
+    const res = &x.response;
+    const session = Session.accept(c.worker, &x.request, res, options) catch |err| switch (err) {
+        error.NoCallbacks => {
+            log.warn("upgradeWebSocket called, but the handler declares no WebSocket callbacks", .{});
+            return c.fail(.internal_server_error, "the handler does not speak WebSocket");
+        },
+        error.Draining => return c.fail(.service_unavailable, "the server is shutting down"),
+        error.Unavailable => return c.fail(.service_unavailable, "too many WebSocket connections"),
+        error.HeaderFailed => return c.fail(.internal_server_error, "the handshake response could not be built"),
+    };
+    const head: ResponseHead = .{
+        .status = .switching_protocols,
+        .date_line = c.worker.date.line(),
+        .framing = .none,
+        .connection = .upgrade,
+        .headers = res.headers(),
+    };
+    // Held even if the head cannot be written: `deinit` gives it back.
+    c.websocket = session;
+    c.appendHead(x, &head) catch return;
 }
 
 /// Writes `head` into the send buffer (or the arena when it is full) and adds it to the batch.
@@ -963,6 +1045,7 @@ fn batchSent(c: *Connection) void {
             }
         },
         .body => {}, // a 100 Continue went out; the body comes next
+        .websocket => c.websocket.?.onBatchSent(x),
         else => unreachable,
     }
 }

@@ -4,6 +4,7 @@
 const std = @import("std");
 const http = @import("http.zig");
 const RequestParser = @import("http1/RequestParser.zig");
+const handshake = @import("websocket/handshake.zig");
 const Arena = @import("Arena.zig");
 const percent = @import("percent.zig");
 const content_type = @import("content_type.zig");
@@ -85,6 +86,12 @@ pub fn header(req: *const Request, name: []const u8) ?[]const u8 {
         if (field.name.len == name.len and std.ascii.eqlIgnoreCase(field.name, name)) return field.value;
     }
     return null;
+}
+
+/// Whether the client asks to switch to the WebSocket protocol (RFC 6455 §4.1): a GET with
+/// `Upgrade: websocket` and `Connection: upgrade`. Answer with `res.upgradeWebSocket`.
+pub fn isWebSocketUpgrade(req: *const Request) bool {
+    return req.method == .GET and req.connection_upgrade and handshake.upgradesToWebSocket(req.upgrade);
 }
 
 /// The request body, decoded from Content-Length or chunked framing ("" when there is none).

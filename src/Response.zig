@@ -11,6 +11,8 @@ const std = @import("std");
 const assert = std.debug.assert;
 const http = @import("http.zig");
 const ResponseHead = @import("http1/ResponseHead.zig");
+const Request = @import("Request.zig");
+const websocket = @import("websocket.zig");
 const cookies = @import("cookies.zig");
 const EventStream = @import("EventStream.zig");
 
@@ -42,6 +44,9 @@ stream: ?Stream = null,
 streaming: bool = false,
 /// The first error a body write hit; the connection answers 500 if the handler ignored it.
 failure: ?Error = null,
+/// Set by `upgradeWebSocket` when the handshake is valid: the connection answers 101 and
+/// switches to the WebSocket protocol.
+websocket_upgrade: ?websocket.UpgradeOptions = null,
 
 /// Ways building a response can fail.
 pub const Error = error{
@@ -149,6 +154,34 @@ pub fn setBody(res: *Response, bytes: []const u8) void {
 pub fn sendFile(res: *Response, file: File) void {
     res.body_writer.end = 0;
     res.body = .{ .file = file };
+}
+
+/// Answers a WebSocket handshake (RFC 6455 §4.2). When `req` is a valid version-13
+/// handshake, the connection responds 101 Switching Protocols once the handler returns and
+/// the handler's `WebSocket` callbacks take over (`onOpen` first). Otherwise the response
+/// becomes 400 (or 426 with `Sec-WebSocket-Version: 13` for another version) with a short
+/// reason. Header fields added before or after are sent with the 101.
+pub fn upgradeWebSocket(res: *Response, req: *const Request, options: websocket.UpgradeOptions) Error!void {
+    const problem = websocket.handshake.check(.{
+        .method = req.method,
+        .version = req.version,
+        .upgrade = req.upgrade,
+        .connection_upgrade = req.connection_upgrade,
+        .headers = req.headers,
+    }) orelse {
+        res.status = .switching_protocols;
+        res.content_type = null;
+        res.body_writer.end = 0;
+        res.body = .buffered;
+        res.websocket_upgrade = options;
+        return;
+    };
+    res.status = problem.status();
+    res.content_type = "text/plain; charset=utf-8";
+    if (problem == .bad_version) try res.header("Sec-WebSocket-Version", websocket.handshake.version);
+    res.body_writer.end = 0;
+    res.body = .buffered;
+    try res.print("{d} {s}: {s}\n", .{ problem.status().code(), problem.status().phrase(), problem.message() });
 }
 
 /// Writes `value` as the JSON body (`std.json.Stringify`) and sets Content-Type to

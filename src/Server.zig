@@ -14,6 +14,7 @@ const HandlerPool = @import("HandlerPool.zig");
 const Prefork = @import("Prefork.zig");
 const BodyAction = Worker.BodyAction;
 const engine = @import("engine.zig");
+const websocket = @import("websocket.zig");
 const socket = engine.socket;
 
 const log = std.log.scoped(.saker);
@@ -78,9 +79,102 @@ fn checkHook(comptime Handler: type, comptime name: []const u8, comptime params:
     if (!ok) @compileError(wrong);
 }
 
+/// The WebSocket callbacks a handler may declare in `pub const WebSocket = struct { ... }`, with
+/// the parameters after `self: *Handler` and whether the callback may fail.
+const websocket_callbacks = [_]struct {
+    name: []const u8,
+    params: []const type,
+    signature: []const u8,
+    required: bool,
+}{
+    .{ .name = "onOpen", .params = &.{websocket.Conn}, .signature = "conn: saker.websocket.Conn) !void", .required = false },
+    .{ .name = "onMessage", .params = &.{ websocket.Conn, websocket.Message }, .signature = "conn: saker.websocket.Conn, message: saker.websocket.Message) !void", .required = true },
+    .{ .name = "onClose", .params = &.{ websocket.Conn, websocket.CloseCode, []const u8 }, .signature = "conn: saker.websocket.Conn, code: saker.websocket.CloseCode, reason: []const u8) void", .required = false },
+    .{ .name = "onPing", .params = &.{ websocket.Conn, []const u8 }, .signature = "conn: saker.websocket.Conn, payload: []const u8) void", .required = false },
+    .{ .name = "onPong", .params = &.{ websocket.Conn, []const u8 }, .signature = "conn: saker.websocket.Conn, payload: []const u8) void", .required = false },
+};
+
+/// Checks at compile time that `Handler.WebSocket`, if declared, holds callbacks with the
+/// right signatures; a wrong one is a compile error naming the expected signature.
+pub fn checkWebSocket(comptime Handler: type) void {
+    if (!@hasDecl(Handler, "WebSocket")) return;
+    const name = @typeName(Handler);
+    if (@TypeOf(Handler.WebSocket) != type or @typeInfo(Handler.WebSocket) != .@"struct")
+        @compileError(name ++ ".WebSocket must be a struct type declaring the WebSocket callbacks (onMessage, and optionally onOpen, onClose, onPing, onPong)");
+    const WebSocket = Handler.WebSocket;
+    for (websocket_callbacks) |callback| {
+        const expected = "pub fn " ++ callback.name ++ "(self: *" ++ name ++ ", " ++ callback.signature;
+        if (!@hasDecl(WebSocket, callback.name)) {
+            if (callback.required) @compileError(name ++ ".WebSocket must declare `" ++ expected ++ "`");
+            continue;
+        }
+        const wrong = "wrong signature for " ++ name ++ ".WebSocket." ++ callback.name ++ ": expected `" ++ expected ++ "`";
+        const info = @typeInfo(@TypeOf(@field(WebSocket, callback.name)));
+        if (info != .@"fn") @compileError(wrong);
+        const f = info.@"fn";
+        if (f.param_types.len != callback.params.len + 1) @compileError(wrong);
+        const self_type = f.param_types[0] orelse @compileError(wrong);
+        if (self_type != *Handler and self_type != *const Handler) @compileError(wrong ++ " (the first parameter must be *" ++ name ++ ")");
+        for (callback.params, f.param_types[1..]) |want, got| if (got != want) @compileError(wrong);
+        const Return = f.return_type orelse @compileError(wrong);
+        const ok = switch (@typeInfo(Return)) {
+            .void => true,
+            .error_union => |eu| eu.payload == void,
+            else => false,
+        };
+        if (!ok) @compileError(wrong ++ " (it must return void or !void)");
+    }
+}
+
+/// Type-erased calls into `Handler.WebSocket` (for `Worker.Dispatch`).
+fn WebSocketDispatch(comptime Handler: type) type {
+    return struct {
+        const WebSocket = Handler.WebSocket;
+
+        const callbacks: websocket.Callbacks = .{
+            .onOpen = if (@hasDecl(WebSocket, "onOpen")) onOpen else null,
+            .onMessage = onMessage,
+            .onClose = if (@hasDecl(WebSocket, "onClose")) onClose else null,
+            .onPing = if (@hasDecl(WebSocket, "onPing")) onPing else null,
+            .onPong = if (@hasDecl(WebSocket, "onPong")) onPong else null,
+        };
+
+        fn self(context: *anyopaque) *Handler {
+            return @ptrCast(@alignCast(context));
+        }
+
+        fn onOpen(context: *anyopaque, conn: websocket.Conn) anyerror!void {
+            return WebSocket.onOpen(self(context), conn);
+        }
+
+        fn onMessage(context: *anyopaque, conn: websocket.Conn, message: websocket.Message) anyerror!void {
+            return WebSocket.onMessage(self(context), conn, message);
+        }
+
+        fn onClose(context: *anyopaque, conn: websocket.Conn, code: websocket.CloseCode, reason: []const u8) void {
+            logFailure("onClose", WebSocket.onClose(self(context), conn, code, reason));
+        }
+
+        fn onPing(context: *anyopaque, conn: websocket.Conn, payload: []const u8) void {
+            logFailure("onPing", WebSocket.onPing(self(context), conn, payload));
+        }
+
+        fn onPong(context: *anyopaque, conn: websocket.Conn, payload: []const u8) void {
+            logFailure("onPong", WebSocket.onPong(self(context), conn, payload));
+        }
+
+        fn logFailure(comptime name: []const u8, result: anytype) void {
+            if (@typeInfo(@TypeOf(result)) == .error_union) {
+                result catch |err| log.warn("WebSocket " ++ name ++ " failed: {t}", .{err});
+            }
+        }
+    };
+}
+
 /// A server for `Handler`: see DESIGN.md §1.
 pub fn Server(comptime Handler: type) type {
     comptime checkHandler(Handler);
+    comptime checkWebSocket(Handler);
     return struct {
         const ServerOfHandler = @This();
 
@@ -199,6 +293,7 @@ pub fn Server(comptime Handler: type) type {
                     .on_head = if (@hasDecl(Handler, "onHead")) dispatchOnHead else null,
                     .on_body = if (@hasDecl(Handler, "onBody")) dispatchOnBody else null,
                     .tick = if (@hasDecl(Handler, "onTick")) dispatchTick else null,
+                    .websocket = if (@hasDecl(Handler, "WebSocket")) &WebSocketDispatch(Handler).callbacks else null,
                 };
             }
         };

@@ -10,11 +10,18 @@ const DateCache = @import("DateCache.zig");
 const Exchange = @import("Exchange.zig");
 const Request = @import("Request.zig");
 const Response = @import("Response.zig");
+const websocket = @import("websocket.zig");
+const Session = websocket.Session;
+const Deflate = websocket.Deflate;
 const Connection = @import("Connection.zig");
 const HandlerPool = @import("HandlerPool.zig");
 const sync = @import("sync.zig");
 
 const Worker = @This();
+
+/// The worker whose engine runs on the calling thread (null on other threads). WebSocket sends
+/// use it to tell the engine thread from the rest.
+pub threadlocal var current: ?*Worker = null;
 
 gpa: std.mem.Allocator,
 config: *const Config,
@@ -54,6 +61,32 @@ free_large: ?*LargeLink = null,
 /// Requests answered (a metric).
 requests_total: u64 = 0,
 
+/// WebSocket sessions, one per connection at most (touched only when first handed out). The
+/// memory stays mapped while the worker lives, so a stale `Conn` handle never points at
+/// freed memory.
+sessions: []Session,
+sessions_touched: u32 = 0,
+free_sessions: ?*Session = null,
+sessions_busy: u32 = 0,
+/// permessage-deflate states: made on demand up to `websocket_deflate_connections_max`,
+/// then reused.
+free_deflates: ?*Deflate = null,
+deflates_made: u32 = 0,
+deflates_busy: u32 = 0,
+/// The session whose callback is running on this worker's thread, if any.
+callback_session: ?*Session = null,
+
+/// Sessions with work queued for the engine thread (messages from other threads, close
+/// requests, or batches grown by another connection's callback), under
+/// `websocket_wake_mutex`.
+websocket_wake_mutex: sync.Mutex = .{},
+websocket_wake_head: ?*Session = null,
+/// An eventfd that other threads write to wake the engine thread for WebSocket work; made
+/// only when the handler declares `WebSocket` (-1 otherwise). Engines watch it.
+websocket_wake_fd: std.os.linux.fd_t = -1,
+/// Whether `websocket_wake_fd` has been written since the engine last read it.
+websocket_wake_signaled: std.atomic.Value(bool) = .init(false),
+
 /// Where handlers run when they may block; null runs them on the engine thread.
 handler_pool: ?*HandlerPool = null,
 /// An eventfd the engine watches: pool threads write to it after posting a completion.
@@ -70,6 +103,8 @@ pub const Dispatch = struct {
     context: *anyopaque,
     /// The handler's `handle`, called once the request (and its body, unless streamed) is in.
     handle: *const fn (context: *anyopaque, req: *Request, res: *Response) anyerror!void,
+    /// The handler's `WebSocket` callbacks, when it declares them.
+    websocket: ?*const websocket.Callbacks = null,
     /// The handler's optional `onHead`: called when the head is complete, before any body is
     /// read, to choose how the body is received.
     on_head: ?*const fn (context: *anyopaque, req: *Request, res: *Response) anyerror!BodyAction = null,
@@ -137,6 +172,15 @@ pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, disp
     const exchange_memory = try page.alignedAlloc(u8, .fromByteUnits(std.heap.page_size_min), connections_max * layout.stride());
     errdefer page.free(exchange_memory);
     const large_memory = try page.alignedAlloc(u8, .fromByteUnits(std.heap.page_size_min), @as(usize, options.large_buffers_max) * config.header_bytes_max);
+    errdefer page.free(large_memory);
+    const sessions = try page.alloc(Session, if (dispatch.websocket != null) connections_max else 0);
+    errdefer page.free(sessions);
+    var wake_fd: std.os.linux.fd_t = -1;
+    if (dispatch.websocket != null) {
+        const rc = std.os.linux.eventfd(0, std.os.linux.EFD.CLOEXEC | std.os.linux.EFD.NONBLOCK);
+        if (std.os.linux.errno(rc) != .SUCCESS) return error.SystemResources;
+        wake_fd = @intCast(rc);
+    }
     worker.* = .{
         .gpa = gpa,
         .config = config,
@@ -146,6 +190,8 @@ pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, disp
         .exchanges = exchanges,
         .exchange_memory = exchange_memory,
         .large_memory = large_memory,
+        .sessions = sessions,
+        .websocket_wake_fd = wake_fd,
     };
 }
 
@@ -153,10 +199,18 @@ pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, disp
 pub fn deinit(worker: *Worker) void {
     if (worker.abandoned) return; // a handler thread may still use this memory
     assert(worker.exchanges_busy == 0);
+    assert(worker.sessions_busy == 0);
+    assert(worker.deflates_busy == 0);
     const page = std.heap.page_allocator;
     page.free(worker.exchanges);
     page.free(worker.exchange_memory);
     page.free(worker.large_memory);
+    page.free(worker.sessions);
+    while (worker.free_deflates) |d| {
+        worker.free_deflates = d.next_free;
+        page.destroy(d);
+    }
+    if (worker.websocket_wake_fd != -1) _ = std.os.linux.close(worker.websocket_wake_fd);
     worker.* = undefined;
 }
 
@@ -244,6 +298,106 @@ pub fn releaseLarge(worker: *Worker, buffer: []u8) void {
     const link: *LargeLink = @ptrCast(@alignCast(buffer.ptr));
     link.* = .{ .next = worker.free_large };
     worker.free_large = link;
+}
+
+/// Hands out a WebSocket session, or null when all are in use.
+pub fn acquireSession(worker: *Worker) ?*Session {
+    const session = if (worker.free_sessions) |free| blk: {
+        worker.free_sessions = free.next_free;
+        break :blk free;
+    } else blk: {
+        if (worker.sessions_touched == worker.sessions.len) return null;
+        const session = &worker.sessions[worker.sessions_touched];
+        session.generation = 0;
+        worker.sessions_touched += 1;
+        break :blk session;
+    };
+    session.init(worker);
+    worker.sessions_busy += 1;
+    return session;
+}
+
+/// Takes a session back.
+pub fn releaseSession(worker: *Worker, session: *Session) void {
+    assert(worker.sessions_busy > 0);
+    session.next_free = worker.free_sessions;
+    worker.free_sessions = session;
+    worker.sessions_busy -= 1;
+}
+
+/// Hands out a permessage-deflate state (made on first use), or null when
+/// `websocket_deflate_connections_max` are in use or memory is short.
+pub fn acquireDeflate(worker: *Worker) ?*Deflate {
+    const d = if (worker.free_deflates) |free| blk: {
+        worker.free_deflates = free.next_free;
+        break :blk free;
+    } else blk: {
+        if (worker.deflates_made >= worker.config.websocket_deflate_connections_max) return null;
+        const d = std.heap.page_allocator.create(Deflate) catch return null;
+        worker.deflates_made += 1;
+        break :blk d;
+    };
+    worker.deflates_busy += 1;
+    return d;
+}
+
+/// Takes a permessage-deflate state back.
+pub fn releaseDeflate(worker: *Worker, d: *Deflate) void {
+    assert(worker.deflates_busy > 0);
+    d.next_free = worker.free_deflates;
+    worker.free_deflates = d;
+    worker.deflates_busy -= 1;
+}
+
+/// Puts `session` on the wake list (once); `signal` writes the eventfd, for callers on other
+/// threads. Safe from any thread.
+pub fn queueWake(worker: *Worker, session: *Session, signal: bool) void {
+    worker.websocket_wake_mutex.lock();
+    if (!session.wake_queued) {
+        session.wake_queued = true;
+        session.wake_next = worker.websocket_wake_head;
+        worker.websocket_wake_head = session;
+    }
+    worker.websocket_wake_mutex.unlock();
+    if (signal and !worker.websocket_wake_signaled.swap(true, .acq_rel)) {
+        const one: u64 = 1;
+        _ = std.os.linux.write(worker.websocket_wake_fd, std.mem.asBytes(&one), @sizeOf(u64));
+    }
+}
+
+/// Engine thread: `websocket_wake_fd` was readable; reset it before taking the wake list.
+pub fn clearWake(worker: *Worker) void {
+    var count: u64 = 0;
+    _ = std.os.linux.read(worker.websocket_wake_fd, std.mem.asBytes(&count), @sizeOf(u64));
+    worker.websocket_wake_signaled.store(false, .release);
+}
+
+/// Engine thread: the next session on the wake list, or null. Call `Connection.onWake` on it
+/// and drive its connection.
+pub fn takeWoken(worker: *Worker) ?*Session {
+    worker.websocket_wake_mutex.lock();
+    defer worker.websocket_wake_mutex.unlock();
+    const session = worker.websocket_wake_head orelse return null;
+    worker.websocket_wake_head = session.wake_next;
+    session.wake_next = null;
+    session.wake_queued = false;
+    return session;
+}
+
+/// Engine thread: takes `session` off the wake list (it is being released).
+pub fn unqueueWake(worker: *Worker, session: *Session) void {
+    worker.websocket_wake_mutex.lock();
+    defer worker.websocket_wake_mutex.unlock();
+    if (!session.wake_queued) return;
+    var link = &worker.websocket_wake_head;
+    while (link.*) |s| : (link = &s.wake_next) {
+        if (s == session) {
+            link.* = s.wake_next;
+            break;
+        }
+    }
+    session.wake_next = null;
+    session.wake_queued = false;
 }
 
 /// Reads the clocks: monotonic milliseconds for timeouts, wall-clock seconds for Date.

@@ -22,6 +22,7 @@ pub const engine = @import("engine.zig");
 pub const Server = @import("Server.zig").Server;
 pub const StaticFiles = @import("StaticFiles.zig");
 pub const AccessLog = @import("AccessLog.zig");
+pub const websocket = @import("websocket.zig");
 pub const Router = @import("Router.zig").Router;
 pub const Route = @import("Router.zig").Route;
 pub const router = @import("Router.zig");

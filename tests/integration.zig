@@ -761,3 +761,7 @@ test "processes: children serve the port, a crashed one is replaced, SIGTERM sto
     try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, term);
     try testing.expectError(error.ConnectFailed, Client.connect(port, 1000));
 }
+
+test {
+    _ = @import("websocket.zig");
+}

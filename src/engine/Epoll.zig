@@ -44,6 +44,8 @@ const listener_tag: u64 = std.math.maxInt(u64);
 const connection_events = linux.EPOLL.IN | linux.EPOLL.RDHUP | linux.EPOLL.ET;
 const wake_tag: u64 = std.math.maxInt(u64) - 1;
 const completion_tag: u64 = std.math.maxInt(u64) - 2;
+/// The worker's WebSocket eventfd: work queued by other threads.
+const websocket_wake_tag: u64 = std.math.maxInt(u64) - 3;
 
 const Slot = struct {
     connection: Connection,
@@ -69,6 +71,8 @@ const Slot = struct {
 
 /// Runs an epoll engine on the calling thread until the server stops.
 pub fn run(worker: *Worker, listener: socket.Listener, control: *engine.Control, connections_max: u32) void {
+    Worker.current = worker;
+    defer Worker.current = null;
     var loop = Epoll.init(worker, listener, control, connections_max) catch |err| {
         log.err("epoll engine failed to start: {t}", .{err});
         listener.close();
@@ -87,6 +91,7 @@ fn init(worker: *Worker, listener: socket.Listener, control: *engine.Control, co
     errdefer std.heap.page_allocator.free(slots);
     try add(epoll_fd, listener.fd, linux.EPOLL.IN | linux.EPOLL.ET, listener_tag);
     try add(epoll_fd, control.wake_fd, linux.EPOLL.IN, wake_tag);
+    if (worker.websocket_wake_fd != -1) try add(epoll_fd, worker.websocket_wake_fd, linux.EPOLL.IN, websocket_wake_tag);
     if (worker.handler_pool != null) {
         worker.wake_fd = try engine.eventfd();
         errdefer _ = linux.close(worker.wake_fd);
@@ -152,8 +157,10 @@ fn serve(loop: *Epoll) void {
             listener_tag => loop.listener_ready = true,
             wake_tag => loop.beginDrain(),
             completion_tag => loop.onCompletions(),
+            websocket_wake_tag => loop.worker.clearWake(),
             else => loop.onEvent(event),
         };
+        loop.runWoken();
         if (loop.listener_ready and loop.acceptAllowed()) loop.acceptRound();
         if (loop.worker.now_ms >= loop.next_sweep_ms) {
             loop.sweep();
@@ -358,6 +365,18 @@ fn drive(loop: *Epoll, slot: *Slot) void {
     loop.closeSlot(slot);
 }
 
+/// Drives the connections that have WebSocket work queued for them (from other threads, or
+/// from callbacks of other connections on this one).
+fn runWoken(loop: *Epoll) void {
+    while (loop.worker.takeWoken()) |session| {
+        const c = session.connection orelse continue; // released since it was queued
+        const slot: *Slot = @fieldParentPtr("connection", c);
+        assert(slot.in_use);
+        c.onWake();
+        loop.drive(slot);
+    }
+}
+
 /// The socket is full: ask for EPOLLOUT until it has room again.
 fn waitWritable(loop: *Epoll, slot: *Slot) void {
     slot.writable = false;
@@ -390,9 +409,12 @@ fn sweep(loop: *Epoll) void {
             if (!slot.in_use) continue;
             slot.connection.drain();
         }
+        // An open WebSocket is told 1001 and closes once the client answers.
+        if (loop.draining and slot.connection.phase == .websocket) slot.connection.drain();
         if (now >= slot.connection.deadline()) slot.connection.onTimeout();
         loop.drive(slot);
     }
+    loop.runWoken();
 }
 
 fn beginDrain(loop: *Epoll) void {

@@ -44,7 +44,7 @@ const completions_max = 256;
 /// How long accepting pauses when the process is out of file descriptors.
 const accept_pause: linux.kernel_timespec = .{ .sec = 0, .nsec = 100 * std.time.ns_per_ms };
 
-const Op = enum(u8) { accept, accept_resume, recv, send, poll_in, poll_out, wake, tick, completions, cancel };
+const Op = enum(u8) { accept, accept_resume, recv, send, poll_in, poll_out, wake, tick, completions, cancel, websocket_wake };
 
 const UserData = packed struct(u64) {
     index: u32,
@@ -120,6 +120,8 @@ const RecvBuffers = struct {
 /// Runs an io_uring engine on the calling thread until the server stops; falls back to epoll
 /// when the kernel refuses io_uring.
 pub fn run(worker: *Worker, listener: socket.Listener, control: *engine.Control, connections_max: u32) void {
+    Worker.current = worker;
+    defer Worker.current = null;
     var loop: IoUring = undefined;
     loop.init(worker, listener, control, connections_max) catch |err| {
         log.warn("io_uring unavailable ({t}); this worker uses the epoll engine instead", .{err});
@@ -202,6 +204,7 @@ fn serve(loop: *IoUring) !void {
     try loop.armWake();
     try loop.armTick();
     if (loop.worker.handler_pool != null) try loop.armCompletions();
+    if (loop.worker.websocket_wake_fd != -1) try loop.armWebSocketWake();
     var cqes: [completions_max]linux.io_uring_cqe = undefined;
     while (true) {
         _ = loop.ring.submit_and_wait(1) catch |err| switch (err) {
@@ -211,6 +214,7 @@ fn serve(loop: *IoUring) !void {
         const count = try loop.ring.copy_cqes(&cqes, 0);
         loop.worker.updateClock();
         for (cqes[0..count]) |cqe| try loop.complete(cqe);
+        loop.runWoken();
         if (loop.draining) {
             if (loop.active == 0) return;
             if (loop.worker.now_ms >= loop.drain_deadline_ms) {
@@ -253,6 +257,24 @@ fn onCompletions(loop: *IoUring) !void {
     try loop.armCompletions();
 }
 
+fn armWebSocketWake(loop: *IoUring) !void {
+    const entry = try loop.sqe();
+    entry.prep_poll_add(loop.worker.websocket_wake_fd, linux.POLL.IN);
+    entry.user_data = userData(.websocket_wake, 0, 0);
+}
+
+/// Drives the connections that have WebSocket work queued for them (from other threads, or
+/// from callbacks of other connections on this one).
+fn runWoken(loop: *IoUring) void {
+    while (loop.worker.takeWoken()) |session| {
+        const c = session.connection orelse continue; // released since it was queued
+        const slot: *Slot = @fieldParentPtr("connection", c);
+        if (!slot.in_use or slot.closing) continue;
+        c.onWake();
+        loop.drive(slot);
+    }
+}
+
 fn armTick(loop: *IoUring) !void {
     const entry = try loop.sqe();
     entry.prep_timeout(&loop.tick, 0, 0);
@@ -266,6 +288,10 @@ fn complete(loop: *IoUring, cqe: linux.io_uring_cqe) !void {
         .accept_resume => if (!loop.draining and !loop.accept_armed) try loop.armAccept(),
         .wake => loop.beginDrain(),
         .completions => try loop.onCompletions(),
+        .websocket_wake => {
+            loop.worker.clearWake();
+            try loop.armWebSocketWake();
+        },
         .cancel => {}, // the canceled receive reports itself
         .tick => {
             loop.sweep();
@@ -549,6 +575,8 @@ fn sweep(loop: *IoUring) void {
             }
             slot.connection.drain();
         }
+        // An open WebSocket is told 1001 and closes once the client answers.
+        if (loop.draining and slot.connection.phase == .websocket) slot.connection.drain();
         if (now >= slot.connection.deadline()) slot.connection.onTimeout();
         loop.drive(slot);
     }

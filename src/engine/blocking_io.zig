@@ -18,6 +18,8 @@ const SinkContext = struct { fd: linux.fd_t };
 /// `peer` is the client's address when the engine has it from accept; otherwise it is asked
 /// of the socket (for `Request.peer`).
 pub fn serveConnection(worker: *Worker, fd: linux.fd_t, peer: ?std.Io.net.IpAddress, control: *engine.Control, drain_deadline_ms: *u64) void {
+    Worker.current = worker;
+    defer Worker.current = null;
     defer socket.close(fd);
     socket.setNoDelay(fd);
     setSendTimeout(fd, worker.config.write_timeout_ms);
@@ -40,7 +42,7 @@ pub fn serveConnection(worker: *Worker, fd: linux.fd_t, peer: ?std.Io.net.IpAddr
         }
         if (worker.draining) {
             // Idle means nothing to read right now, not merely nothing read yet.
-            if (c.phase == .idle and !readableNow(fd)) c.drain();
+            if ((c.phase == .idle and !readableNow(fd)) or c.phase == .websocket) c.drain();
             if (worker.now_ms >= drain_deadline_ms.*) return;
         }
         switch (c.next()) {
@@ -49,7 +51,10 @@ pub fn serveConnection(worker: *Worker, fd: linux.fd_t, peer: ?std.Io.net.IpAddr
                     c.onTimeout();
                     continue;
                 }
-                if (!waitReadable(fd, control, worker, c.deadline())) continue;
+                if (!waitReadable(fd, control, worker, c.deadline())) {
+                    runWoken(worker);
+                    continue;
+                }
                 const buffer = c.recvBuffer() orelse return;
                 const n = socket.recv(fd, buffer) catch |err| switch (err) {
                     error.WouldBlock, error.Interrupted => {
@@ -105,17 +110,28 @@ fn onWriteError(c: *Connection, err: socket.IoError) void {
     }
 }
 
-/// Waits until `fd` is readable (true), or the deadline passes or a stop arrives (false).
+/// Waits until `fd` is readable (true), or the deadline passes, a stop arrives or WebSocket
+/// work is queued for the connection (false).
 fn waitReadable(fd: linux.fd_t, control: *engine.Control, worker: *Worker, deadline_ms: u64) bool {
     const wait_ms: i32 = @intCast(@min(deadline_ms -| worker.now_ms, 1000));
+    // poll ignores a negative fd: no WebSocket handler, no wake event.
     var fds = [_]posix.pollfd{
         .{ .fd = fd, .events = posix.POLL.IN, .revents = 0 },
+        .{ .fd = worker.websocket_wake_fd, .events = posix.POLL.IN, .revents = 0 },
         .{ .fd = control.wake_fd, .events = posix.POLL.IN, .revents = 0 },
     };
     // Once draining, the stop event stays readable; stop watching it.
-    const count: usize = if (worker.draining) 1 else 2;
+    const count: usize = if (worker.draining) 2 else 3;
     const ready = posix.poll(fds[0..count], wait_ms) catch return false;
+    if (fds[1].revents != 0) worker.clearWake();
     return ready > 0 and fds[0].revents != 0;
+}
+
+/// Hands queued WebSocket work to the connection (one is served at a time here).
+fn runWoken(worker: *Worker) void {
+    while (worker.takeWoken()) |session| {
+        if (session.connection) |c| c.onWake();
+    }
 }
 
 fn readableNow(fd: linux.fd_t) bool {

@@ -37,6 +37,8 @@ pub const Connection = enum {
     close,
     /// `Connection: keep-alive`: an HTTP/1.0 client asked to keep the connection.
     keep_alive,
+    /// `Connection: Upgrade`: a 101 response switching protocols (RFC 9110 §7.8).
+    upgrade,
 };
 
 const content_type_name = "Content-Type: ";
@@ -44,6 +46,7 @@ const content_length_name = "Content-Length: ";
 const chunked_line = "Transfer-Encoding: chunked\r\n";
 const close_line = "Connection: close\r\n";
 const keep_alive_line = "Connection: keep-alive\r\n";
+const upgrade_line = "Connection: Upgrade\r\n";
 
 /// Bytes `write` will produce.
 pub fn len(head: *const ResponseHead) usize {
@@ -58,6 +61,7 @@ pub fn len(head: *const ResponseHead) usize {
         .default => 0,
         .close => close_line.len,
         .keep_alive => keep_alive_line.len,
+        .upgrade => upgrade_line.len,
     };
     for (head.headers) |header| n += header.name.len + 2 + header.value.len + 2;
     return n;
@@ -88,6 +92,7 @@ pub fn write(head: *const ResponseHead, buffer: []u8) []u8 {
         .default => {},
         .close => i = put(buffer, i, close_line),
         .keep_alive => i = put(buffer, i, keep_alive_line),
+        .upgrade => i = put(buffer, i, upgrade_line),
     }
     for (head.headers) |header| {
         i = put(buffer, i, header.name);

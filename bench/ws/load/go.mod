@@ -1,0 +1,3 @@
+module saker.bench/ws-load
+
+go 1.21

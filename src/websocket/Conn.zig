@@ -1,0 +1,70 @@
+//! A handle on one open WebSocket connection, given to the handler's `WebSocket` callbacks.
+//! It is a small value (copy it freely, e.g. into a chat room's member list) and it is safe to
+//! use from any thread: a send from the connection's own engine thread goes straight into its
+//! send batch; from any other thread it is queued under a lock and the engine thread is woken.
+//! Once the connection is closed (after `onClose`), every call fails with `error.Closed`; a
+//! handle is never confused with a later connection that reuses the same memory.
+const std = @import("std");
+const Session = @import("Session.zig");
+const websocket = @import("../websocket.zig");
+
+const Conn = @This();
+
+session: *Session,
+/// The session's generation when the handle was made.
+generation: u32,
+
+/// Why a send was refused.
+pub const SendError = error{
+    /// The connection is closed or closing.
+    Closed,
+    /// More than `websocket_send_queue_bytes_max` bytes already wait for this client; the
+    /// connection is being closed with 1008 (the client reads too slowly).
+    SendQueueFull,
+    /// The server's memory budget for queued messages is exhausted.
+    OutOfMemory,
+    /// A control payload (ping) longer than 125 bytes.
+    PayloadTooLong,
+};
+
+/// Sends one whole message. `data` is copied (or sent before the call returns); text must be
+/// valid UTF-8. Messages are compressed when permessage-deflate was negotiated.
+pub fn send(conn: Conn, kind: websocket.Message.Kind, data: []const u8) SendError!void {
+    return conn.session.send(conn.generation, switch (kind) {
+        .text => .text,
+        .binary => .binary,
+    }, data);
+}
+
+/// Sends a ping with up to 125 bytes of payload; the client answers with a pong (`onPong`).
+pub fn ping(conn: Conn, payload: []const u8) SendError!void {
+    if (payload.len > 125) return error.PayloadTooLong;
+    return conn.session.send(conn.generation, .ping, payload);
+}
+
+/// Starts the closing handshake with `code` and a reason of at most 123 bytes (longer ones are
+/// cut at a character boundary). `onClose` follows when the client answers (or after
+/// `linger_timeout_ms`). Does nothing if the connection is already closing.
+pub fn close(conn: Conn, code: websocket.CloseCode, reason: []const u8) void {
+    conn.session.requestClose(conn.generation, code, reason);
+}
+
+/// The subprotocol agreed in the handshake, if any.
+pub fn subprotocol(conn: Conn) ?[]const u8 {
+    return conn.session.subprotocol;
+}
+
+/// The pointer given as `user_data` in the upgrade options (or set with `setUserData`).
+pub fn userData(conn: Conn) ?*anyopaque {
+    return conn.session.user_data;
+}
+
+/// Replaces the user data. Call it from the connection's own callbacks.
+pub fn setUserData(conn: Conn, data: ?*anyopaque) void {
+    conn.session.user_data = data;
+}
+
+/// Whether two handles name the same connection.
+pub fn eql(a: Conn, b: Conn) bool {
+    return a.session == b.session and a.generation == b.generation;
+}
