@@ -5,6 +5,7 @@
 const std = @import("std");
 const assert = std.debug.assert;
 const Config = @import("Config.zig");
+const mapped = @import("mapped.zig");
 const Arena = @import("Arena.zig");
 const DateCache = @import("DateCache.zig");
 const Exchange = @import("Exchange.zig");
@@ -166,15 +167,14 @@ pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, disp
         .header_count = config.header_count_max,
         .response_header_count = config.response_header_count_max,
     };
-    const page = std.heap.page_allocator;
-    const exchanges = try page.alloc(Exchange, connections_max);
-    errdefer page.free(exchanges);
-    const exchange_memory = try page.alignedAlloc(u8, .fromByteUnits(std.heap.page_size_min), connections_max * layout.stride());
-    errdefer page.free(exchange_memory);
-    const large_memory = try page.alignedAlloc(u8, .fromByteUnits(std.heap.page_size_min), @as(usize, options.large_buffers_max) * config.header_bytes_max);
-    errdefer page.free(large_memory);
-    const sessions = try page.alloc(Session, if (dispatch.websocket != null) connections_max else 0);
-    errdefer page.free(sessions);
+    const exchanges = try mapped.alloc(Exchange, connections_max);
+    errdefer mapped.free(exchanges);
+    const exchange_memory = try mapped.alloc(u8, connections_max * layout.stride());
+    errdefer mapped.free(exchange_memory);
+    const large_memory = try mapped.alloc(u8, @as(usize, options.large_buffers_max) * config.header_bytes_max);
+    errdefer mapped.free(large_memory);
+    const sessions = try mapped.alloc(Session, if (dispatch.websocket != null) connections_max else 0);
+    errdefer mapped.free(sessions);
     var wake_fd: std.os.linux.fd_t = -1;
     if (dispatch.websocket != null) {
         const rc = std.os.linux.eventfd(0, std.os.linux.EFD.CLOEXEC | std.os.linux.EFD.NONBLOCK);
@@ -201,14 +201,13 @@ pub fn deinit(worker: *Worker) void {
     assert(worker.exchanges_busy == 0);
     assert(worker.sessions_busy == 0);
     assert(worker.deflates_busy == 0);
-    const page = std.heap.page_allocator;
-    page.free(worker.exchanges);
-    page.free(worker.exchange_memory);
-    page.free(worker.large_memory);
-    page.free(worker.sessions);
+    mapped.free(worker.exchanges);
+    mapped.free(worker.exchange_memory);
+    mapped.free(worker.large_memory);
+    mapped.free(worker.sessions);
     while (worker.free_deflates) |d| {
         worker.free_deflates = d.next_free;
-        page.destroy(d);
+        std.heap.page_allocator.destroy(d);
     }
     if (worker.websocket_wake_fd != -1) _ = std.os.linux.close(worker.websocket_wake_fd);
     worker.* = undefined;

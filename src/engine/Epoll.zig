@@ -10,6 +10,7 @@ const socket = @import("socket.zig");
 const engine = @import("../engine.zig");
 const Worker = @import("../Worker.zig");
 const Connection = @import("../Connection.zig");
+const mapped = @import("../mapped.zig");
 
 const log = std.log.scoped(.saker);
 
@@ -87,8 +88,8 @@ fn init(worker: *Worker, listener: socket.Listener, control: *engine.Control, co
     if (linux.errno(rc) != .SUCCESS) return error.SystemResources;
     const epoll_fd: linux.fd_t = @intCast(rc);
     errdefer _ = linux.close(epoll_fd);
-    const slots = try std.heap.page_allocator.alloc(Slot, connections_max);
-    errdefer std.heap.page_allocator.free(slots);
+    const slots = try mapped.alloc(Slot, connections_max);
+    errdefer mapped.free(slots);
     try add(epoll_fd, listener.fd, linux.EPOLL.IN | linux.EPOLL.ET, listener_tag);
     try add(epoll_fd, control.wake_fd, linux.EPOLL.IN, wake_tag);
     if (worker.websocket_wake_fd != -1) try add(epoll_fd, worker.websocket_wake_fd, linux.EPOLL.IN, websocket_wake_tag);
@@ -120,7 +121,7 @@ fn deinit(loop: *Epoll) void {
         loop.closeSlot(slot);
     }
     if (loop.listener) |l| l.close();
-    if (!loop.worker.abandoned) std.heap.page_allocator.free(loop.slots);
+    if (!loop.worker.abandoned) mapped.free(loop.slots);
     _ = linux.close(loop.epoll_fd);
     if (loop.worker.wake_fd >= 0 and !loop.worker.abandoned) {
         _ = linux.close(loop.worker.wake_fd);

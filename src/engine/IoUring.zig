@@ -18,6 +18,7 @@ const engine = @import("../engine.zig");
 const Epoll = @import("Epoll.zig");
 const Worker = @import("../Worker.zig");
 const Connection = @import("../Connection.zig");
+const mapped = @import("../mapped.zig");
 
 const log = std.log.scoped(.saker);
 
@@ -90,8 +91,8 @@ const RecvBuffers = struct {
     const group_id = 0;
 
     fn init(ring_fd: linux.fd_t, count: u16, buffer_bytes: u32) !RecvBuffers {
-        const memory = try std.heap.page_allocator.alloc(u8, @as(usize, count) * buffer_bytes);
-        errdefer std.heap.page_allocator.free(memory);
+        const memory = try mapped.alloc(u8, @as(usize, count) * buffer_bytes);
+        errdefer mapped.free(memory);
         // Without incremental consumption: each receive takes a whole buffer (kernel 5.19+).
         const buf_ring = try Ring.setup_buf_ring(ring_fd, count, group_id, .{ .inc = false });
         Ring.buf_ring_init(buf_ring);
@@ -103,7 +104,7 @@ const RecvBuffers = struct {
 
     fn deinit(buffers: *RecvBuffers, ring_fd: linux.fd_t) void {
         Ring.free_buf_ring(ring_fd, buffers.ring, buffers.count, group_id);
-        std.heap.page_allocator.free(buffers.memory);
+        mapped.free(buffers.memory);
     }
 
     fn get(buffers: *const RecvBuffers, id: u16) []u8 {
@@ -145,8 +146,8 @@ fn init(loop: *IoUring, worker: *Worker, listener: socket.Listener, control: *en
     errdefer ring.deinit();
     var buffers = try RecvBuffers.init(ring.fd, config.io_uring_recv_buffers, config.io_uring_recv_buffer_bytes);
     errdefer buffers.deinit(ring.fd);
-    const slots = try std.heap.page_allocator.alloc(Slot, connections_max);
-    errdefer std.heap.page_allocator.free(slots);
+    const slots = try mapped.alloc(Slot, connections_max);
+    errdefer mapped.free(slots);
     if (worker.handler_pool != null) worker.wake_fd = try engine.eventfd();
     const shortest = @min(config.header_timeout_ms, config.body_timeout_ms, config.idle_timeout_ms, config.write_timeout_ms, config.linger_timeout_ms);
     const interval_ms = std.math.clamp(shortest / 4, 5, Worker.tick_interval_ms);
@@ -175,7 +176,7 @@ fn deinit(loop: *IoUring) void {
         if (slot.pending) |p| loop.buffers.recycle(p.buffer_id);
     }
     if (loop.listener) |l| l.close();
-    if (!loop.worker.abandoned) std.heap.page_allocator.free(loop.slots);
+    if (!loop.worker.abandoned) mapped.free(loop.slots);
     loop.buffers.deinit(loop.ring.fd);
     loop.ring.deinit();
     if (loop.worker.wake_fd >= 0 and !loop.worker.abandoned) {

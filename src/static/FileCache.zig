@@ -13,6 +13,7 @@
 const std = @import("std");
 const assert = std.debug.assert;
 const fs = @import("fs.zig");
+const mapped = @import("../mapped.zig");
 const http_date = @import("http_date.zig");
 
 const FileCache = @This();
@@ -101,7 +102,7 @@ pub fn init(root: fs.fd_t, options: Options) error{OutOfMemory}!FileCache {
     const entries = try page.alloc(Entry, count);
     errdefer page.free(entries);
     for (entries) |*entry| entry.* = .{};
-    const content_memory = try page.alignedAlloc(u8, .fromByteUnits(std.heap.page_size_min), @as(usize, count) * options.file_bytes_max);
+    const content_memory = try mapped.alloc(u8, @as(usize, count) * options.file_bytes_max);
     return .{
         .options = options,
         .entries = entries,
@@ -115,7 +116,7 @@ pub fn init(root: fs.fd_t, options: Options) error{OutOfMemory}!FileCache {
 pub fn deinit(cache: *FileCache) void {
     for (cache.entries) |*entry| cache.clear(entry);
     std.heap.page_allocator.free(cache.entries);
-    std.heap.page_allocator.free(cache.content_memory);
+    mapped.free(cache.content_memory);
     cache.* = undefined;
 }
 
