@@ -83,46 +83,81 @@ fn nowNs() u64 {
     return @as(u64, @intCast(ts.sec)) * std.time.ns_per_s + @as(u64, @intCast(ts.nsec));
 }
 
-fn median(values: []u64) u64 {
-    std.mem.sort(u64, values, {}, std.sort.asc(u64));
-    return values[values.len / 2];
+const runs = 7;
+
+/// Times `runs` runs of `rounds` calls of `op.once()`, each standing for `per_round`
+/// operations; returns the median in picoseconds per operation.
+fn timeMedian(op: anytype, rounds: usize, per_round: usize) u64 {
+    var results: [runs]u64 = undefined;
+    for (&results) |*result| {
+        const start = nowNs();
+        var sink: usize = 0;
+        for (0..rounds) |_| {
+            sink +%= op.once();
+            std.mem.doNotOptimizeAway(op);
+        }
+        std.mem.doNotOptimizeAway(sink);
+        result.* = (nowNs() - start) * 1000 / (rounds * per_round);
+    }
+    std.mem.sort(u64, &results, {}, std.sort.asc(u64));
+    return results[runs / 2];
 }
+
+const ParseOp = struct {
+    parser: saker.http1.RequestParser,
+    fn once(op: *ParseOp) usize {
+        return parseOnce(&op.parser);
+    }
+};
+
+const HeadOp = struct {
+    buffer: [256]u8 = undefined,
+    date: *const saker.DateCache,
+    fn once(op: *HeadOp) usize {
+        return writeHeadOnce(&op.buffer, op.date);
+    }
+};
+
+const CycleOp = struct {
+    connection: *saker.Connection,
+    input: []const u8,
+    fn once(op: *CycleOp) usize {
+        return connectionCycle(op.connection, op.input);
+    }
+};
+
+/// The benchmarks, by the name that runs one alone (`bench-micro N NAME`, e.g. under
+/// `valgrind --tool=callgrind`, which counts instructions repeatably on a noisy machine).
+const Benchmark = enum { parse, head, pipelined, single };
 
 pub fn main(init: std.process.Init) !void {
     const args = try init.minimal.args.toSlice(init.arena.allocator());
     const iterations: usize = if (args.len > 1) try std.fmt.parseInt(usize, args[1], 10) else 2_000_000;
-    const runs = 7;
+    const only: ?Benchmark = if (args.len > 2) std.meta.stringToEnum(Benchmark, args[2]) orelse {
+        std.debug.print("usage: bench-micro [ITERATIONS] [parse|head|pipelined|single]\n", .{});
+        std.process.exit(2);
+    } else null;
     var out_buffer: [512]u8 = undefined;
     var out: std.Io.File.Writer = .initStreaming(.stdout(), init.io, &out_buffer);
     const w = &out.interface;
 
-    var storage: [64]saker.http.Header = undefined;
-    var parser: saker.http1.RequestParser = .init(&storage, .{});
-    var parse_ns: [runs]u64 = undefined;
-    for (&parse_ns) |*result| {
-        const start = nowNs();
-        var sink: usize = 0;
-        for (0..iterations) |_| {
-            sink +%= parseOnce(&parser);
-            std.mem.doNotOptimizeAway(&parser);
-        }
-        std.mem.doNotOptimizeAway(sink);
-        result.* = (nowNs() - start) * 1000 / iterations;
+    if (only == null or only == .parse) {
+        var storage: [64]saker.http.Header = undefined;
+        var op: ParseOp = .{ .parser = .init(&storage, .{}) };
+        const ps = timeMedian(&op, iterations, 1);
+        try w.print("request parse ({d} bytes, 10 fields): {d}.{d:0>3} ns/request (median of {d} x {d})\n", .{
+            browser_request.len, ps / 1000, ps % 1000, runs, iterations,
+        });
     }
 
     var date: saker.DateCache = .{};
     date.update(1795317694);
-    var head_buffer: [256]u8 = undefined;
-    var head_ns: [runs]u64 = undefined;
-    for (&head_ns) |*result| {
-        const start = nowNs();
-        var sink: usize = 0;
-        for (0..iterations) |_| {
-            sink +%= writeHeadOnce(&head_buffer, &date);
-            std.mem.doNotOptimizeAway(&head_buffer);
-        }
-        std.mem.doNotOptimizeAway(sink);
-        result.* = (nowNs() - start) * 1000 / iterations;
+    if (only == null or only == .head) {
+        var op: HeadOp = .{ .date = &date };
+        const ps = timeMedian(&op, iterations, 1);
+        try w.print("response head ({d} bytes):           {d}.{d:0>3} ns/response\n", .{
+            writeHeadOnce(&op.buffer, &date), ps / 1000, ps % 1000,
+        });
     }
 
     var budget: saker.Arena.Budget = .init(1 << 20);
@@ -139,29 +174,21 @@ pub fn main(init: std.process.Init) !void {
     worker.date.update(1795317694);
     var connection: saker.Connection = .init(&worker);
     defer connection.deinit();
-    const input: []const u8 = &pipelined_input;
-    var cycle_ns: [runs]u64 = undefined;
     const cycles = @max(iterations / pipeline_depth, 1);
-    for (&cycle_ns) |*result| {
-        const start = nowNs();
-        var sink: usize = 0;
-        for (0..cycles) |_| sink +%= connectionCycle(&connection, input);
-        std.mem.doNotOptimizeAway(sink);
-        result.* = (nowNs() - start) * 1000 / (cycles * pipeline_depth);
+    if (only == null or only == .pipelined) {
+        var op: CycleOp = .{ .connection = &connection, .input = &pipelined_input };
+        const ps = timeMedian(&op, cycles, pipeline_depth);
+        try w.print("connection, 16 pipelined requests:   {d}.{d:0>3} ns/request (parse, handler, head, batch)\n", .{
+            ps / 1000, ps % 1000,
+        });
     }
-
-    const parse_median = median(&parse_ns);
-    const head_median = median(&head_ns);
-    try w.print("request parse ({d} bytes, 10 fields): {d}.{d:0>3} ns/request (median of {d} x {d})\n", .{
-        browser_request.len, parse_median / 1000, parse_median % 1000, runs, iterations,
-    });
-    try w.print("response head ({d} bytes):           {d}.{d:0>3} ns/response\n", .{
-        writeHeadOnce(&head_buffer, &date), head_median / 1000, head_median % 1000,
-    });
-    const cycle_median = median(&cycle_ns);
-    try w.print("connection, 16 pipelined requests:   {d}.{d:0>3} ns/request (parse, handler, head, batch)\n", .{
-        cycle_median / 1000, cycle_median % 1000,
-    });
+    if (only == null or only == .single) {
+        var op: CycleOp = .{ .connection = &connection, .input = pipelined_input[0..pipelined_request.len] };
+        const ps = timeMedian(&op, cycles, 1);
+        try w.print("connection, 1 request per read:      {d}.{d:0>3} ns/request (the same, keep-alive)\n", .{
+            ps / 1000, ps % 1000,
+        });
+    }
     try w.flush();
 }
 
