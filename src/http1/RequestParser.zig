@@ -331,12 +331,8 @@ fn parseFieldLine(parser: *RequestParser, bytes: []const u8) Error!FieldProgress
         else => return error.InvalidHeaderName,
     }
     const name = bytes[start..i];
-    var value_start = i + 1;
-    // Nearly every sender writes exactly one space after the colon.
-    if (value_start < bytes.len and bytes[value_start] == ' ') value_start += 1;
-    while (value_start < bytes.len and (bytes[value_start] == ' ' or bytes[value_start] == '\t'))
-        value_start += 1;
-    const stop = scan.findValueEnd(bytes, value_start) orelse return .need_more;
+    // The line's end first: then trimming the value's whitespace needs no bounds checks.
+    const stop = scan.findValueEnd(bytes, i + 1) orelse return .need_more;
     switch (bytes[stop]) {
         '\r' => {
             if (stop + 1 >= bytes.len) return .need_more;
@@ -345,14 +341,14 @@ fn parseFieldLine(parser: *RequestParser, bytes: []const u8) Error!FieldProgress
         '\n' => return error.BareLineFeed,
         else => return error.InvalidHeaderValue,
     }
+    var value_start = i + 1;
+    while (value_start < stop and (bytes[value_start] == ' ' or bytes[value_start] == '\t'))
+        value_start += 1;
     var value_end = stop;
-    if (bytes[stop - 1] == ' ' or bytes[stop - 1] == '\t') { // rare: trailing whitespace
-        while (value_end > value_start and (bytes[value_end - 1] == ' ' or bytes[value_end - 1] == '\t'))
-            value_end -= 1;
-    }
+    while (value_end > value_start and (bytes[value_end - 1] == ' ' or bytes[value_end - 1] == '\t'))
+        value_end -= 1;
+    // The head's size is checked when its end is found, or by `feed` while it is incomplete.
     const line_end = stop + 2;
-    if (line_end - parser.line_start > parser.limits.header_bytes_max)
-        return error.HeaderSectionTooLarge;
     const count = parser.head.headers.len;
     if (count == parser.header_storage.len) return error.TooManyHeaders;
     const value = bytes[value_start..value_end];
@@ -363,8 +359,9 @@ fn parseFieldLine(parser: *RequestParser, bytes: []const u8) Error!FieldProgress
     return .field;
 }
 
-/// Records what the fields that affect framing and the connection say (one pass).
-fn noteField(parser: *RequestParser, name: []const u8, value: []const u8) Error!void {
+/// Records what the fields that affect framing and the connection say (one pass). Inlined
+/// into the field loop: most names match none of its cases, and the call would cost more.
+inline fn noteField(parser: *RequestParser, name: []const u8, value: []const u8) Error!void {
     const facts = &parser.facts;
     switch (name.len) {
         4 => if (http.eqlLower(name, "host")) {

@@ -62,12 +62,39 @@ inline fn findFirst(bytes: []const u8, start: usize, comptime class: Class) ?usi
 }
 
 /// Index of the first byte at or after `start` that is not a tchar (the one expected is the
-/// ':' after a field name), or `bytes.len`. Names are short: a table walk beats vectors here
-/// (measured with `zig build bench`).
+/// ':' after a field name), or `bytes.len`. Nearly every name is letters, digits and '-': one
+/// vector finds the first other byte (usually the ':'), and the tchar table walk takes over
+/// from there for the rest of the token class and the last few bytes of `bytes`.
 pub fn findNameEnd(bytes: []const u8, start: usize) usize {
+    var i = start;
+    while (i + vector_len <= bytes.len) : (i += vector_len) {
+        const mask = notNameFast(vector_len, bytes[i..][0..vector_len].*);
+        if (mask != 0) return tokenEnd(bytes, i + @ctz(mask));
+    }
+    if (vector_len > 16 and i + 16 <= bytes.len) {
+        const mask = notNameFast(16, bytes[i..][0..16].*);
+        if (mask != 0) return tokenEnd(bytes, i + @ctz(mask));
+        i += 16;
+    }
+    return tokenEnd(bytes, i);
+}
+
+/// The table walk from `start`, which is usually already the ':'.
+inline fn tokenEnd(bytes: []const u8, start: usize) usize {
     var i = start;
     while (i < bytes.len and token_table[bytes[i]]) i += 1;
     return i;
+}
+
+/// The lanes of `chunk` that are not a letter, a digit or '-' (the common name bytes).
+inline fn notNameFast(comptime len: usize, chunk: @Vector(len, u8)) @Int(.unsigned, len) {
+    const V = @Vector(len, u8);
+    const lower = chunk | @as(V, @splat(0x20));
+    const alpha = (lower -% @as(V, @splat('a'))) < @as(V, @splat(26));
+    const digit = (chunk -% @as(V, @splat('0'))) < @as(V, @splat(10));
+    const dash = chunk == @as(V, @splat('-'));
+    const fast: @Int(.unsigned, len) = @bitCast(alpha | digit | dash);
+    return ~fast;
 }
 
 fn referenceNameEnd(bytes: []const u8, start: usize) usize {
