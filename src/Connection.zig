@@ -510,7 +510,7 @@ fn hookFailed(c: *Connection, x: *Exchange, err: anyerror) void {
     const res = &x.response;
     x.body = .none;
     x.parser.head.expect_continue = false;
-    if (res.status.code() >= 400 and res.failure == null) {
+    if (res.status.code() >= 400 and res.status.valid() and res.failure == null) {
         log.debug("request hook ended the request on {s}: {t}", .{ x.request.path, err });
         x.parser.head.keep_alive = false; // the rest of the body is never read
         c.linger = true;
@@ -664,6 +664,8 @@ fn handlerReturned(c: *Connection, x: *Exchange, result: anyerror!void) void {
     const res = &x.response;
     result catch |err| return c.handlerFailed(x, err);
     if (res.failure) |err| return c.handlerFailed(x, err);
+    // A status line holds three digits, 100-599: anything else is the handler's bug.
+    if (!res.status.valid()) return c.handlerFailed(x, error.InvalidStatus);
     if (res.status.code() < 200 and res.websocket_upgrade == null) return c.handlerFailed(x, error.InterimStatusFromHandler);
     c.finishResponse(x);
 }
@@ -946,6 +948,11 @@ fn sendChunk(context: *anyopaque, res: *Response, parts: []const []const u8) err
     var n: usize = 0;
     const http10 = x.parser.head.version == .http10;
     if (!res.streaming) {
+        if (!res.status.valid()) {
+            // No head can carry it; `handlerReturned` answers 500 once the handler returns.
+            if (res.failure == null) res.failure = error.InvalidStatus;
+            return error.ClientGone;
+        }
         const keep = !http10 and c.keepAlive(x);
         const head: ResponseHead = .{
             .status = res.status,

@@ -28,6 +28,10 @@ const TestHandler = struct {
             try res.writeAll("no\n");
             return error.Forbidden;
         }
+        if (std.mem.eql(u8, req.path, "/status")) {
+            res.status = @fromBackingInt(try std.fmt.parseInt(u16, req.query().get("code").?, 10));
+            return error.Refused;
+        }
         return .buffer;
     }
 
@@ -75,6 +79,9 @@ const TestHandler = struct {
             try res.writeAll("login first");
         } else if (std.mem.eql(u8, path, "/len")) {
             try res.print("{d}", .{req.body().len});
+        } else if (std.mem.eql(u8, path, "/status")) {
+            res.status = @fromBackingInt(try std.fmt.parseInt(u16, req.query().get("code").?, 10));
+            try res.writeAll("body");
         } else {
             res.status = .not_found;
         }
@@ -275,6 +282,24 @@ test "Connection: a ClientError from a handler is its 4xx and a close" {
         "400 Bad Request: invalid JSON body\n");
 }
 
+test "Connection: a handler status outside 100-599 is a 500 and a close, never a status line" {
+    const internal_error = "HTTP/1.1 500 Internal Server Error\r\n" ++ date ++
+        "Content-Type: text/plain; charset=utf-8\r\nContent-Length: 46\r\nConnection: close\r\n\r\n" ++
+        "500 Internal Server Error: the handler failed\n";
+    const saved = testing.log_level;
+    testing.log_level = .err; // each failure is logged as a warning, on purpose here
+    defer testing.log_level = saved;
+    inline for (.{ "0", "99", "600", "999", "1000", "65535" }) |code| {
+        try expectExchange(.{}, "GET /status?code=" ++ code ++ " HTTP/1.1\r\nHost: a\r\n\r\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n", internal_error);
+        // A failing onHead hook with such a status gets the same answer, not its own.
+        const run = try runHooks(.{}, "POST /status?code=" ++ code ++ " HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\nx", .whole);
+        defer testing.allocator.free(run.output);
+        try testing.expectEqualStrings(internal_error, run.output);
+    }
+    // The edges of the range are status lines like any other.
+    try expectExchange(.{}, "GET /status?code=599 HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 599 \r\n" ++ date ++ "Content-Length: 4\r\n\r\nbody");
+}
+
 fn expectStatus(config: Config, input: []const u8, comptime status_line: []const u8) !void {
     var fixture: Fixture = undefined;
     try fixture.init(config);
@@ -305,7 +330,6 @@ test "Connection: every error status, then a lingering close" {
     try expectStatus(.{ .header_count_max = 2 }, "GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\n\r\n", "HTTP/1.1 431 ");
     try expectStatus(.{ .body_bytes_max = 10 }, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\n", "HTTP/1.1 413 ");
     try expectStatus(.{ .body_bytes_max = 10 }, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nabcdef\r\n6\r\nabcdef\r\n0\r\n\r\n", "HTTP/1.1 413 ");
-    try expectStatus(.{}, "POST / HTTP/1.1\r\nHost: a\r\nExpect: teapot\r\n\r\n", "HTTP/1.1 417 ");
 }
 
 test "Connection: requests_per_connection_max closes after the last allowed request" {

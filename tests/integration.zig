@@ -36,6 +36,12 @@ const TestHandler = struct {
             }
         } else if (std.mem.eql(u8, path, "/fail")) {
             return error.HandlerFailed;
+        } else if (std.mem.eql(u8, path, "/status")) {
+            // Any u16 a handler may set, valid or not; `flush` sends the head at once where
+            // the engine streams.
+            res.status = @fromBackingInt(try std.fmt.parseInt(u16, req.query().get("code") orelse "200", 10));
+            try res.writeAll("status body");
+            if (req.query().get("flush") != null) try res.flush();
         } else {
             res.status = .not_found;
         }
@@ -87,6 +93,36 @@ const Running = ServerThread(TestHandler);
 fn expectBody(response: Client.Response, status: u16, body: []const u8) !void {
     try testing.expectEqual(status, response.status);
     try testing.expectEqualStrings(body, response.body);
+}
+
+/// Raises the log threshold to `err` while a test provokes saker's warnings on purpose (a
+/// failing handler, a client gone mid-response), so a passing run prints nothing and the
+/// build runner does not show its command as if it had failed; errors still print and still
+/// fail the test. Returns the level for the caller to restore.
+fn quietWarnings() std.log.Level {
+    const saved = testing.log_level;
+    testing.log_level = .err;
+    return saved;
+}
+
+fn sleepMs(ms: u64) void {
+    const ts: linux.timespec = .{ .sec = @intCast(ms / 1000), .nsec = @intCast((ms % 1000) * std.time.ns_per_ms) };
+    _ = linux.nanosleep(&ts, null);
+}
+
+fn nowUs() u64 {
+    var ts: linux.timespec = undefined;
+    _ = linux.clock_gettime(.MONOTONIC, &ts);
+    return @as(u64, @intCast(ts.sec)) * 1_000_000 + @as(u64, @intCast(ts.nsec)) / 1000;
+}
+
+/// Waits up to `timeout_ms` for `flag` to become true.
+fn waitFor(flag: *const std.atomic.Value(bool), timeout_ms: u64) !void {
+    const deadline = nowUs() + timeout_ms * 1000;
+    while (!flag.load(.acquire)) {
+        if (nowUs() >= deadline) return error.Timeout;
+        sleepMs(1);
+    }
 }
 
 test "keep-alive: several requests on one connection" {
@@ -406,6 +442,33 @@ test "connections over connections_max get 503 and the rest are served" {
     try expectBody(again, 200, "Hello, World!");
 }
 
+test "a handler status outside 100-599 is a 500 and a close, on every engine" {
+    const log_level = quietWarnings();
+    defer testing.log_level = log_level;
+    for (engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try Running.start(kind, .{});
+        defer running.stop();
+        for ([_][]const u8{ "0", "99", "600", "1000", "65535" }) |code| {
+            // Buffered, and flushed (the head would go out at once on engines that stream).
+            for ([_][]const u8{ "", "&flush" }) |flush| {
+                errdefer std.debug.print("code {s}{s}\n", .{ code, flush });
+                var client = try Client.connect(running.port(), 10_000);
+                defer client.close();
+                var request: [96]u8 = undefined;
+                try client.send(try std.mem.print(&request, "GET /status?code={s}{s} HTTP/1.1\r\nHost: t\r\n\r\n", .{ code, flush }));
+                const response = try client.readResponse(testing.allocator, .{});
+                defer response.deinit(testing.allocator);
+                try testing.expectEqual(@as(u16, 500), response.status);
+                try testing.expect(try client.isClosed());
+            }
+        }
+        const edge = try Client.fetch(testing.allocator, running.port(), "GET /status?code=599&flush HTTP/1.1\r\nHost: t\r\n\r\n");
+        defer edge.deinit(testing.allocator);
+        try expectBody(edge, 599, "status body");
+    }
+}
+
 test "large bodies in and out" {
     for (engines) |kind| {
         const running = try Running.start(kind, .{});
@@ -621,11 +684,6 @@ const Sleepy = struct {
         try res.print("fast {s}", .{req.target});
     }
 };
-
-fn sleepMs(ms: u64) void {
-    const ts: linux.timespec = .{ .sec = @intCast(ms / 1000), .nsec = @intCast((ms % 1000) * std.time.ns_per_ms) };
-    _ = linux.nanosleep(&ts, null);
-}
 
 fn readable(client: *Client) bool {
     if (client.end > client.start) return true;
