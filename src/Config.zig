@@ -90,9 +90,12 @@ response_header_count_max: u16 = 32,
 
 // Timeouts.
 
-/// Time from a request's first byte to the end of its head (408 beyond; slowloris).
+/// Time from a request's first byte to the end of its head, however steadily the bytes come
+/// (408 beyond; slowloris).
 header_timeout_ms: u32 = 10_000,
-/// Time allowed to receive a request body after its head (408 beyond; slow POST).
+/// Time a request body may make no progress: the deadline moves whenever body bytes arrive,
+/// so a large upload over a slow link goes on as long as bytes keep coming (408 beyond; slow
+/// POST). Like nginx's `client_body_timeout`.
 body_timeout_ms: u32 = 60_000,
 /// Time an idle keep-alive connection is kept open.
 idle_timeout_ms: u32 = 60_000,

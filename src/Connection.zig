@@ -210,10 +210,15 @@ pub fn onRecv(c: *Connection, n: usize) void {
             x.recv_end += @intCast(n);
         },
         .head => x.recv_end += @intCast(n),
-        .body => switch (x.body) {
-            .buffer => |*b| b.received += n,
-            .in_place, .chunked, .streamed_length => x.recv_end += @intCast(n),
-            .none => unreachable,
+        .body => {
+            switch (x.body) {
+                .buffer => |*b| b.received += n,
+                .in_place, .chunked, .streamed_length => x.recv_end += @intCast(n),
+                .none => unreachable,
+            }
+            // `body_timeout_ms` bounds the time without progress, not the whole body: a
+            // large upload over a slow link keeps going as long as bytes keep coming.
+            c.read_deadline_ms = c.worker.now_ms + c.worker.config.body_timeout_ms;
         },
         .websocket => {
             c.websocket.?.onRecv(x, n);

@@ -300,6 +300,41 @@ test "Connection: a handler status outside 100-599 is a 500 and a close, never a
     try expectExchange(.{}, "GET /status?code=599 HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 599 \r\n" ++ date ++ "Content-Length: 4\r\n\r\nbody");
 }
 
+test "Connection: body_timeout_ms is a no-progress timeout; header_timeout_ms covers the whole head" {
+    var fixture: Fixture = undefined;
+    try fixture.init(.{ .header_timeout_ms = 100, .body_timeout_ms = 50 });
+    defer fixture.deinit();
+    const Connection = @import("Connection.zig");
+    var c: Connection = .init(&fixture.worker);
+    defer c.deinit();
+    const head = "POST /len HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n";
+    // The head arrives in two pieces: the second does not move the head deadline.
+    var buffer = c.recvBuffer().?;
+    @memcpy(buffer[0..5], head[0..5]);
+    c.onRecv(5);
+    try testing.expectEqual(@as(u64, 100), c.deadline());
+    fixture.worker.now_ms = 90;
+    buffer = c.recvBuffer().?;
+    @memcpy(buffer[0 .. head.len - 5], head[5..]);
+    c.onRecv(head.len - 5);
+    try testing.expectEqual(@as(u64, 90 + 50), c.deadline());
+    // Each byte of body moves the deadline: nine bytes 40 ms apart take 360 ms in all.
+    for (0..9) |i| {
+        fixture.worker.now_ms += 40;
+        try testing.expect(fixture.worker.now_ms < c.deadline());
+        buffer = c.recvBuffer().?;
+        buffer[0] = @intCast('0' + i);
+        c.onRecv(1);
+        try testing.expectEqual(fixture.worker.now_ms + 50, c.deadline());
+    }
+    // Then a stall: 408 once a whole body_timeout_ms passes without a byte.
+    fixture.worker.now_ms = c.deadline();
+    c.onTimeout();
+    const send = c.next().send;
+    try testing.expect(std.mem.startsWith(u8, send[0].base[0..send[0].len], "HTTP/1.1 408 Request Timeout\r\n"));
+    try testing.expectEqual(@as(usize, 0), fixture.handler.calls);
+}
+
 fn expectStatus(config: Config, input: []const u8, comptime status_line: []const u8) !void {
     var fixture: Fixture = undefined;
     try fixture.init(config);

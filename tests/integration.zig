@@ -442,6 +442,46 @@ test "connections over connections_max get 503 and the rest are served" {
     try expectBody(again, 200, "Hello, World!");
 }
 
+test "body_timeout_ms: a body trickling in steadily succeeds, a stalled one gets 408 and a close" {
+    const body_timeout_ms = 400;
+    for (engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try Running.start(kind, .{ .body_timeout_ms = body_timeout_ms });
+        defer running.stop();
+        var client = try Client.connect(running.port(), 10_000);
+        defer client.close();
+        // 12 bytes 80 ms apart: about a second in all, more than twice the timeout, but
+        // never more than a fifth of it without progress.
+        try client.send("POST /len HTTP/1.1\r\nHost: t\r\nContent-Length: 12\r\n\r\n");
+        for (0..12) |_| {
+            sleepMs(80);
+            try client.send("x");
+        }
+        const trickled = try client.readResponse(testing.allocator, .{});
+        defer trickled.deinit(testing.allocator);
+        try expectBody(trickled, 200, "12");
+        // A chunked body the same way, on the same connection.
+        try client.send("POST /len HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+        for (0..6) |_| {
+            sleepMs(80);
+            try client.send("2\r\nxx\r\n");
+        }
+        try client.send("0\r\n\r\n");
+        const chunked = try client.readResponse(testing.allocator, .{});
+        defer chunked.deinit(testing.allocator);
+        try expectBody(chunked, 200, "12");
+
+        // Part of a body, then nothing: 408 once body_timeout_ms passes without a byte.
+        try client.send("POST /len HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc");
+        const stalled_at = nowUs();
+        const stalled = try client.readResponse(testing.allocator, .{});
+        defer stalled.deinit(testing.allocator);
+        try testing.expectEqual(@as(u16, 408), stalled.status);
+        try testing.expect(nowUs() - stalled_at >= (body_timeout_ms - 50) * 1000);
+        try testing.expect(try client.isClosed());
+    }
+}
+
 test "a handler status outside 100-599 is a 500 and a close, on every engine" {
     const log_level = quietWarnings();
     defer testing.log_level = log_level;
