@@ -24,7 +24,11 @@ backlog: u31 = 1024,
 
 // Connections.
 
-/// Open connections across all workers; beyond it new connections are closed at once.
+/// Open connections across all workers of the process (counted at accept, so however the
+/// kernel spreads them over the listeners); a connection beyond it gets 503 and is closed.
+/// `worker_pool` counts queued connections too; `blocking` holds one at a time anyway. Each
+/// epoll or io_uring worker reserves address space for all of them (about 25 KiB each with
+/// the default buffers), touched only as connections arrive.
 connections_max: u32 = 10_000,
 /// Threads of the `worker_pool` engine's pool (each serves one connection at a time).
 pool_threads: u16 = 128,
