@@ -585,7 +585,9 @@ fn decodeChunked(c: *Connection, x: *Exchange, chunked: *Exchange.Chunked) error
             return error.Failed;
         };
         chunked.decoded_len += output.data.len;
-        if (chunked.decoded_len > limit) {
+        // A chunk announcing more than the limit allows is refused at its size line, not
+        // after its bytes arrive. Digits only raise a size, so a partial one counts too.
+        if (chunked.decoded_len > limit or chunked.decoder.chunk_remaining > limit - chunked.decoded_len) {
             c.fail(.content_too_large, "request body too large");
             return error.Failed;
         }

@@ -365,6 +365,10 @@ test "Connection: every error status, then a lingering close" {
     try expectStatus(.{ .header_count_max = 2 }, "GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\n\r\n", "HTTP/1.1 431 ");
     try expectStatus(.{ .body_bytes_max = 10 }, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\n", "HTTP/1.1 413 ");
     try expectStatus(.{ .body_bytes_max = 10 }, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nabcdef\r\n6\r\nabcdef\r\n0\r\n\r\n", "HTTP/1.1 413 ");
+    // A chunk that announces more than the limit is refused at its size line.
+    try expectStatus(.{ .body_bytes_max = 10 }, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nB\r\n", "HTTP/1.1 413 ");
+    try expectStatus(.{}, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nFFFFFFFFFFFFFFFF\r\n", "HTTP/1.1 413 ");
+    try expectStatus(.{}, "POST / HTTP/1.1\r\nHost: a\r\nExpect: teapot\r\n\r\n", "HTTP/1.1 417 ");
 }
 
 test "Connection: requests_per_connection_max closes after the last allowed request" {
