@@ -755,10 +755,15 @@ test "hooks: a 20 MiB upload streams through onBody; skip refuses without 100 Co
 /// A handler that may block: the event engines run it on the handler pool.
 const Sleepy = struct {
     pub const blocking = true;
+    /// Set when `/slow` has started sleeping, and when it has finished.
+    slow_started: std.atomic.Value(bool) = .init(false),
+    slow_done: std.atomic.Value(bool) = .init(false),
 
-    pub fn handle(_: *Sleepy, req: *saker.Request, res: *saker.Response) !void {
+    pub fn handle(sleepy: *Sleepy, req: *saker.Request, res: *saker.Response) !void {
         if (std.mem.eql(u8, req.path, "/slow")) {
-            sleepMs(300);
+            sleepy.slow_started.store(true, .release);
+            sleepMs(200);
+            sleepy.slow_done.store(true, .release);
             return res.writeAll("slow");
         }
         if (std.mem.eql(u8, req.path, "/events")) {
@@ -784,26 +789,106 @@ fn readable(client: *Client) bool {
 
 const event_engines = [_]saker.engine.Kind{ .epoll, .io_uring };
 
-test "handler pool: a blocking handler does not hold up the event loop" {
+test "handler pool: a handler sleeping 200 ms does not delay fast requests on other connections" {
     for (event_engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try ServerThread(Sleepy).start(kind, .{ .workers = 1 });
         defer running.stop();
+        const sleepy = &running.handler;
         var slow = try Client.connect(running.port(), 10_000);
         defer slow.close();
         try slow.send("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n");
-        // With one worker, this is the same event loop as the slow request's.
+        try waitFor(&sleepy.slow_started, 5_000);
+        // With one worker, this is the same event loop as the slow request's. Each fast
+        // request (connect, request, response) must take a few ms, not wait for the slow
+        // handler; 50 ms leaves room for a loaded machine.
         for (0..5) |i| {
+            const start = nowUs();
             var request: [64]u8 = undefined;
             const response = try Client.fetch(testing.allocator, running.port(), try std.mem.print(&request, "GET /f{d} HTTP/1.1\r\nHost: t\r\n\r\n", .{i}));
             defer response.deinit(testing.allocator);
+            const elapsed_us = nowUs() - start;
+            errdefer std.debug.print("fast request {d} took {d} us\n", .{ i, elapsed_us });
             var expected: [16]u8 = undefined;
             try expectBody(response, 200, try std.mem.print(&expected, "fast /f{d}", .{i}));
+            try testing.expect(elapsed_us < 50_000);
+            // The first was answered while the slow handler was still asleep.
+            if (i == 0) try testing.expect(!sleepy.slow_done.load(.acquire));
         }
-        // The fast requests were all answered while the slow handler was still sleeping.
-        try testing.expect(!readable(&slow));
         const response = try slow.readResponse(testing.allocator, .{});
         defer response.deinit(testing.allocator);
         try expectBody(response, 200, "slow");
+        try testing.expect(sleepy.slow_done.load(.acquire));
+    }
+}
+
+/// A blocking handler whose `/hold` keeps its pool thread until the test opens the gate.
+const Gate = struct {
+    pub const blocking = true;
+    held: std.atomic.Value(bool) = .init(false),
+    open: std.atomic.Value(bool) = .init(false),
+
+    pub fn handle(gate: *Gate, req: *saker.Request, res: *saker.Response) !void {
+        if (std.mem.eql(u8, req.path, "/hold")) {
+            gate.held.store(true, .release);
+            // Bounded, so a failing test cannot hang the server's shutdown.
+            for (0..10_000) |_| {
+                if (gate.open.load(.acquire)) break;
+                sleepMs(1);
+            }
+        }
+        try res.print("done {s}", .{req.path});
+    }
+};
+
+/// Waits up to 5 s until one of `a` and `b` has bytes to read; returns it (null: neither).
+fn firstReadable(a: *Client, b: *Client) ?*Client {
+    var fds = [_]linux.pollfd{
+        .{ .fd = a.fd, .events = linux.POLL.IN, .revents = 0 },
+        .{ .fd = b.fd, .events = linux.POLL.IN, .revents = 0 },
+    };
+    if (linux.poll(&fds, 2, 5_000) == 0) return null;
+    return if (fds[0].revents != 0) a else b;
+}
+
+test "handler pool: a full queue answers 503; the queued request is served when a thread frees" {
+    for (event_engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        // One handler thread and room for one waiting request.
+        const running = try ServerThread(Gate).start(kind, .{ .workers = 1, .handler_threads = 1, .handler_queue_max = 1 });
+        defer running.stop();
+        const gate = &running.handler;
+        defer gate.open.store(true, .release); // before the stop: never leave a handler held
+        var holder = try Client.connect(running.port(), 10_000);
+        defer holder.close();
+        try holder.send("GET /hold HTTP/1.1\r\nHost: t\r\n\r\n");
+        try waitFor(&gate.held, 5_000);
+        // Two more requests while the only thread is held: one waits in the queue, the
+        // other finds it full.
+        var b = try Client.connect(running.port(), 10_000);
+        defer b.close();
+        var c = try Client.connect(running.port(), 10_000);
+        defer c.close();
+        try b.send("GET /b HTTP/1.1\r\nHost: t\r\n\r\n");
+        try c.send("GET /c HTTP/1.1\r\nHost: t\r\n\r\n");
+        const refused = firstReadable(&b, &c) orelse return error.NoAnswer;
+        const queued = if (refused == &b) &c else &b;
+        const busy = try refused.readResponse(testing.allocator, .{});
+        defer busy.deinit(testing.allocator);
+        try testing.expectEqual(@as(u16, 503), busy.status);
+        try testing.expectEqualStrings("close", busy.header("Connection").?);
+        try testing.expect(try refused.isClosed());
+        try testing.expect(!readable(queued)); // still waiting for the thread
+        gate.open.store(true, .release);
+        const held = try holder.readResponse(testing.allocator, .{});
+        defer held.deinit(testing.allocator);
+        try expectBody(held, 200, "done /hold");
+        const served = try queued.readResponse(testing.allocator, .{});
+        defer served.deinit(testing.allocator);
+        try expectBody(served, 200, if (queued == &b) "done /b" else "done /c");
+        const after = try Client.fetch(testing.allocator, running.port(), "GET /after HTTP/1.1\r\nHost: t\r\n\r\n");
+        defer after.deinit(testing.allocator);
+        try expectBody(after, 200, "done /after");
     }
 }
 
