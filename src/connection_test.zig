@@ -271,6 +271,9 @@ test "Connection: a body larger than the send buffer" {
 }
 
 test "Connection: a handler error is a 500 and a close" {
+    const saved = testing.log_level;
+    testing.log_level = .err; // the failure is logged as a warning, on purpose here
+    defer testing.log_level = saved;
     try expectExchange(.{}, "GET /fail HTTP/1.1\r\nHost: a\r\n\r\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 500 Internal Server Error\r\n" ++ date ++
         "Content-Type: text/plain; charset=utf-8\r\nContent-Length: 46\r\nConnection: close\r\n\r\n" ++
         "500 Internal Server Error: the handler failed\n");
