@@ -166,15 +166,14 @@ pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, disp
         .header_count = config.header_count_max,
         .response_header_count = config.response_header_count_max,
     };
-    const page = std.heap.page_allocator;
-    const exchanges = try page.alloc(Exchange, connections_max);
-    errdefer page.free(exchanges);
-    const exchange_memory = try page.alignedAlloc(u8, .fromByteUnits(std.heap.page_size_min), connections_max * layout.stride());
-    errdefer page.free(exchange_memory);
-    const large_memory = try page.alignedAlloc(u8, .fromByteUnits(std.heap.page_size_min), @as(usize, options.large_buffers_max) * config.header_bytes_max);
-    errdefer page.free(large_memory);
-    const sessions = try page.alloc(Session, if (dispatch.websocket != null) connections_max else 0);
-    errdefer page.free(sessions);
+    const exchanges = try reserve(Exchange, connections_max);
+    errdefer unreserve(Exchange, exchanges);
+    const exchange_memory = try reserve(u8, connections_max * layout.stride());
+    errdefer unreserve(u8, exchange_memory);
+    const large_memory = try reserve(u8, @as(usize, options.large_buffers_max) * config.header_bytes_max);
+    errdefer unreserve(u8, large_memory);
+    const sessions = try reserve(Session, if (dispatch.websocket != null) connections_max else 0);
+    errdefer unreserve(Session, sessions);
     var wake_fd: std.os.linux.fd_t = -1;
     if (dispatch.websocket != null) {
         const rc = std.os.linux.eventfd(0, std.os.linux.EFD.CLOEXEC | std.os.linux.EFD.NONBLOCK);
@@ -202,16 +201,34 @@ pub fn deinit(worker: *Worker) void {
     assert(worker.sessions_busy == 0);
     assert(worker.deflates_busy == 0);
     const page = std.heap.page_allocator;
-    page.free(worker.exchanges);
-    page.free(worker.exchange_memory);
-    page.free(worker.large_memory);
-    page.free(worker.sessions);
+    unreserve(Exchange, worker.exchanges);
+    unreserve(u8, worker.exchange_memory);
+    unreserve(u8, worker.large_memory);
+    unreserve(Session, worker.sessions);
     while (worker.free_deflates) |d| {
         worker.free_deflates = d.next_free;
         page.destroy(d);
     }
     if (worker.websocket_wake_fd != -1) _ = std.os.linux.close(worker.websocket_wake_fd);
     worker.* = undefined;
+}
+
+/// Maps room for `n` items of `T` without writing to it, so it becomes resident only as
+/// items are used: `Allocator.alloc` (and `free`) fill memory with 0xaa in Debug and
+/// ReleaseSafe builds, which would touch every page of the pools at start-up (and again at
+/// the end). The kernel gives zeroed pages.
+fn reserve(comptime T: type, n: usize) error{OutOfMemory}![]align(std.heap.page_size_min) T {
+    const bytes = std.math.mul(usize, @sizeOf(T), n) catch return error.OutOfMemory;
+    if (bytes == 0) return @as([*]align(std.heap.page_size_min) T, @ptrFromInt(std.heap.page_size_min))[0..0];
+    const memory = std.heap.PageAllocator.map(bytes, .fromByteUnits(std.heap.page_size_min)) orelse
+        return error.OutOfMemory;
+    return @as([*]align(std.heap.page_size_min) T, @ptrCast(@alignCast(memory)))[0..n];
+}
+
+/// Unmaps what `reserve` mapped, without writing to it.
+fn unreserve(comptime T: type, items: []T) void {
+    if (items.len == 0) return;
+    std.heap.PageAllocator.unmap(@alignCast(std.mem.sliceAsBytes(items)));
 }
 
 /// Hands out an exchange, or null when all `connections_max` are busy.
@@ -437,4 +454,37 @@ test "Worker: pools hand out, take back and refuse when exhausted" {
     try std.testing.expectEqual(@as(?[]u8, null), worker.acquireLarge());
     worker.releaseLarge(large);
     try std.testing.expect(worker.acquireLarge() != null);
+}
+
+/// Resident memory of this process, from /proc/self/statm.
+fn residentBytes() !usize {
+    var buffer: [128]u8 = undefined;
+    const text = try std.Io.Dir.cwd().readFile(std.testing.io, "/proc/self/statm", &buffer);
+    var fields = std.mem.tokenizeScalar(u8, text, ' ');
+    _ = fields.next(); // size
+    return try std.fmt.parseInt(usize, fields.next().?, 10) * std.heap.pageSize();
+}
+
+test "Worker: pools are address space until used, in every build mode" {
+    const Noop = struct {
+        fn handle(_: *anyopaque, _: *Request, _: *Response) anyerror!void {}
+    };
+    var context: u8 = 0;
+    const config: Config = .{};
+    var budget: Arena.Budget = .init(config.overflow_bytes_max);
+    const before = try residentBytes();
+    var worker: Worker = undefined;
+    // 10,000 exchanges: about 250 MB of address space.
+    try worker.init(std.testing.allocator, &config, .{ .context = &context, .handle = Noop.handle }, .{
+        .connections_max = 10_000,
+        .large_buffers_max = config.large_buffers_max,
+        .budget = &budget,
+    });
+    defer worker.deinit();
+    try std.testing.expect(worker.exchange_memory.len > 200 * 1024 * 1024);
+    const exchange = worker.acquireExchange().?;
+    worker.releaseExchange(exchange);
+    const grown = (try residentBytes()) -| before;
+    errdefer std.debug.print("resident memory grew by {d} KiB\n", .{grown / 1024});
+    try std.testing.expect(grown < 16 * 1024 * 1024);
 }
