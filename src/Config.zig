@@ -24,7 +24,11 @@ backlog: u31 = 1024,
 
 // Connections.
 
-/// Open connections across all workers; beyond it new connections are closed at once.
+/// Open connections across all workers of the process (counted at accept, so however the
+/// kernel spreads them over the listeners); a connection beyond it gets 503 and is closed.
+/// `worker_pool` counts queued connections too; `blocking` holds one at a time anyway. Each
+/// epoll or io_uring worker reserves address space for all of them (about 25 KiB each with
+/// the default buffers), touched only as connections arrive.
 connections_max: u32 = 10_000,
 /// Threads of the `worker_pool` engine's pool (each serves one connection at a time).
 pool_threads: u16 = 128,
@@ -90,9 +94,12 @@ response_header_count_max: u16 = 32,
 
 // Timeouts.
 
-/// Time from a request's first byte to the end of its head (408 beyond; slowloris).
+/// Time from a request's first byte to the end of its head, however steadily the bytes come
+/// (408 beyond; slowloris).
 header_timeout_ms: u32 = 10_000,
-/// Time allowed to receive a request body after its head (408 beyond; slow POST).
+/// Time a request body may make no progress: the deadline moves whenever body bytes arrive,
+/// so a large upload over a slow link goes on as long as bytes keep coming (408 beyond; slow
+/// POST). Like nginx's `client_body_timeout`.
 body_timeout_ms: u32 = 60_000,
 /// Time an idle keep-alive connection is kept open.
 idle_timeout_ms: u32 = 60_000,

@@ -210,10 +210,15 @@ pub fn onRecv(c: *Connection, n: usize) void {
             x.recv_end += @intCast(n);
         },
         .head => x.recv_end += @intCast(n),
-        .body => switch (x.body) {
-            .buffer => |*b| b.received += n,
-            .in_place, .chunked, .streamed_length => x.recv_end += @intCast(n),
-            .none => unreachable,
+        .body => {
+            switch (x.body) {
+                .buffer => |*b| b.received += n,
+                .in_place, .chunked, .streamed_length => x.recv_end += @intCast(n),
+                .none => unreachable,
+            }
+            // `body_timeout_ms` bounds the time without progress, not the whole body: a
+            // large upload over a slow link keeps going as long as bytes keep coming.
+            c.read_deadline_ms = c.worker.now_ms + c.worker.config.body_timeout_ms;
         },
         .websocket => {
             c.websocket.?.onRecv(x, n);
@@ -510,7 +515,7 @@ fn hookFailed(c: *Connection, x: *Exchange, err: anyerror) void {
     const res = &x.response;
     x.body = .none;
     x.parser.head.expect_continue = false;
-    if (res.status.code() >= 400 and res.failure == null) {
+    if (res.status.code() >= 400 and res.status.valid() and res.failure == null) {
         log.debug("request hook ended the request on {s}: {t}", .{ x.request.path, err });
         x.parser.head.keep_alive = false; // the rest of the body is never read
         c.linger = true;
@@ -580,7 +585,9 @@ fn decodeChunked(c: *Connection, x: *Exchange, chunked: *Exchange.Chunked) error
             return error.Failed;
         };
         chunked.decoded_len += output.data.len;
-        if (chunked.decoded_len > limit) {
+        // A chunk announcing more than the limit allows is refused at its size line, not
+        // after its bytes arrive. Digits only raise a size, so a partial one counts too.
+        if (chunked.decoded_len > limit or chunked.decoder.chunk_remaining > limit - chunked.decoded_len) {
             c.fail(.content_too_large, "request body too large");
             return error.Failed;
         }
@@ -664,6 +671,8 @@ fn handlerReturned(c: *Connection, x: *Exchange, result: anyerror!void) void {
     const res = &x.response;
     result catch |err| return c.handlerFailed(x, err);
     if (res.failure) |err| return c.handlerFailed(x, err);
+    // A status line holds three digits, 100-599: anything else is the handler's bug.
+    if (!res.status.valid()) return c.handlerFailed(x, error.InvalidStatus);
     if (res.status.code() < 200 and res.websocket_upgrade == null) return c.handlerFailed(x, error.InterimStatusFromHandler);
     c.finishResponse(x);
 }
@@ -946,6 +955,11 @@ fn sendChunk(context: *anyopaque, res: *Response, parts: []const []const u8) err
     var n: usize = 0;
     const http10 = x.parser.head.version == .http10;
     if (!res.streaming) {
+        if (!res.status.valid()) {
+            // No head can carry it; `handlerReturned` answers 500 once the handler returns.
+            if (res.failure == null) res.failure = error.InvalidStatus;
+            return error.ClientGone;
+        }
         const keep = !http10 and c.keepAlive(x);
         const head: ResponseHead = .{
             .status = res.status,

@@ -11,8 +11,8 @@ const DateCache = @This();
 buffers: [2][line_len]u8 = undefined,
 /// Which buffer is published.
 published: std.atomic.Value(u8) = .init(0),
-/// The second `line_buffer` describes, or -1 before the first update.
-second: i64 = -1,
+/// The second the published line was built for; null before the first update.
+second: ?i64 = null,
 
 /// Length of the header line, CRLF included.
 pub const line_len = "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n".len;
@@ -22,9 +22,9 @@ const month_names = [12]*const [3]u8{
     "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
 };
 
-/// Rebuilds the line if `unix_seconds` is a new second. Asserts the time is after 1970.
+/// Rebuilds the line if `unix_seconds` is a new second. A wall clock outside 1970..9999 (set
+/// wrong, or by an attacker with access to NTP) gives the nearest representable date.
 pub fn update(cache: *DateCache, unix_seconds: i64) void {
-    assert(unix_seconds >= 0);
     if (unix_seconds == cache.second) return;
     cache.second = unix_seconds;
     const spare = 1 - cache.published.load(.monotonic);
@@ -38,9 +38,21 @@ pub fn line(cache: *const DateCache) []const u8 {
     return &cache.buffers[cache.published.load(.acquire)];
 }
 
+/// First second an IMF-fixdate can show (1970-01-01T00:00:00Z, the Unix epoch).
+pub const seconds_min: i64 = 0;
+/// Last second with a four-digit year (9999-12-31T23:59:59Z).
+pub const seconds_max: i64 = 253402300799;
+
+/// Length of an IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT").
+pub const imf_fixdate_len = "Sun, 06 Nov 1994 08:49:37 GMT".len;
+
 /// Writes `prefix` and the IMF-fixdate for `unix_seconds` into `buffer`; returns the bytes.
+/// Times outside `seconds_min..seconds_max` are clamped to it, so the date always has its
+/// fixed length. Asserts `buffer` holds `prefix.len + imf_fixdate_len` bytes.
 pub fn format(buffer: []u8, prefix: []const u8, unix_seconds: i64) []u8 {
-    const epoch_seconds: std.time.epoch.EpochSeconds = .{ .secs = @intCast(unix_seconds) };
+    assert(buffer.len >= prefix.len + imf_fixdate_len);
+    const clamped = std.math.clamp(unix_seconds, seconds_min, seconds_max);
+    const epoch_seconds: std.time.epoch.EpochSeconds = .{ .secs = @intCast(clamped) };
     const epoch_day = epoch_seconds.getEpochDay();
     const year_day = epoch_day.calculateYearDay();
     const month_day = year_day.calculateMonthDay();
@@ -55,7 +67,7 @@ pub fn format(buffer: []u8, prefix: []const u8, unix_seconds: i64) []u8 {
         day_seconds.getHoursIntoDay(),
         day_seconds.getMinutesIntoHour(),
         day_seconds.getSecondsIntoMinute(),
-    }) catch unreachable; // buffer sized by callers for the fixed-length format
+    }) catch unreachable; // the clamped date has a fixed length, and the buffer holds it
 }
 
 test "DateCache: RFC 9110 example date" {
@@ -66,4 +78,20 @@ test "DateCache: RFC 9110 example date" {
     try std.testing.expectEqualStrings("Date: Thu, 01 Jan 1970 00:00:00 GMT\r\n", cache.line());
     cache.update(1795317694); // 2026-11-22
     try std.testing.expectEqualStrings("Date: Sun, 22 Nov 2026 03:21:34 GMT\r\n", cache.line());
+}
+
+test "DateCache: a wall clock before 1970 or after 9999 is clamped, not a crash" {
+    var cache: DateCache = .{};
+    cache.update(-1);
+    try std.testing.expectEqualStrings("Date: Thu, 01 Jan 1970 00:00:00 GMT\r\n", cache.line());
+    cache.update(std.math.minInt(i64));
+    try std.testing.expectEqualStrings("Date: Thu, 01 Jan 1970 00:00:00 GMT\r\n", cache.line());
+    cache.update(seconds_max);
+    try std.testing.expectEqualStrings("Date: Fri, 31 Dec 9999 23:59:59 GMT\r\n", cache.line());
+    cache.update(seconds_max + 1);
+    try std.testing.expectEqualStrings("Date: Fri, 31 Dec 9999 23:59:59 GMT\r\n", cache.line());
+    cache.update(std.math.maxInt(i64));
+    try std.testing.expectEqualStrings("Date: Fri, 31 Dec 9999 23:59:59 GMT\r\n", cache.line());
+    var buffer: [imf_fixdate_len]u8 = undefined;
+    try std.testing.expectEqualStrings("Fri, 31 Dec 9999 23:59:59 GMT", format(&buffer, "", 1 << 40));
 }

@@ -60,6 +60,8 @@ pub const Error = error{
     OutOfMemory,
     /// A streamed chunk could not be sent: the client went away.
     ClientGone,
+    /// `status` is outside 100–599, so no status line can carry it (answered with 500).
+    InvalidStatus,
 };
 
 /// Where a response body comes from.
@@ -257,7 +259,10 @@ pub fn flush(res: *Response) Error!void {
     if (res.discard_body or res.body != .buffered) return;
     const pending = res.body_writer.buffered();
     if (pending.len == 0) return;
-    stream.sendChunk(stream.context, res, &.{pending}) catch return res.fail(error.ClientGone);
+    stream.sendChunk(stream.context, res, &.{pending}) catch {
+        res.noteFailure(error.ClientGone);
+        return res.failure.?; // the first failure says why (e.g. `InvalidStatus`)
+    };
     res.body_writer.end = 0;
 }
 

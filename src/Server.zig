@@ -216,7 +216,10 @@ pub fn Server(comptime Handler: type) type {
                 .blocking => 1,
                 else => config.workerCount(),
             };
-            var control = engine.Control.init(config.shutdown_timeout_ms) catch return error.SystemResources;
+            var control = engine.Control.init(.{
+                .shutdown_timeout_ms = config.shutdown_timeout_ms,
+                .connections_max = config.connections_max,
+            }) catch return error.SystemResources;
             errdefer control.deinit();
             const listeners = try gpa.alloc(socket.Listener, thread_count);
             errdefer gpa.free(listeners);
@@ -233,9 +236,13 @@ pub fn Server(comptime Handler: type) type {
                 port_number = listener.port;
                 bound += 1;
             }
+            // `connections_max` is counted server-wide (`engine.Control.admit`), and
+            // SO_REUSEPORT may send any share of the connections to one listener: each
+            // worker reserves room for all of them. The room is address space, touched only
+            // as connections arrive.
             const per_worker: u32 = switch (config.engine) {
                 .blocking => 1,
-                else => std.math.divCeil(u32, config.connections_max, thread_count) catch unreachable,
+                else => config.connections_max,
             };
             return .{
                 .gpa = gpa,

@@ -437,3 +437,36 @@ test "Worker: pools hand out, take back and refuse when exhausted" {
     worker.releaseLarge(large);
     try std.testing.expect(worker.acquireLarge() != null);
 }
+
+/// Resident memory of this process, from /proc/self/statm.
+fn residentBytes() !usize {
+    var buffer: [128]u8 = undefined;
+    const text = try std.Io.Dir.cwd().readFile(std.testing.io, "/proc/self/statm", &buffer);
+    var fields = std.mem.tokenizeScalar(u8, text, ' ');
+    _ = fields.next(); // size
+    return try std.fmt.parseInt(usize, fields.next().?, 10) * std.heap.pageSize();
+}
+
+test "Worker: pools are address space until used, in every build mode" {
+    const Noop = struct {
+        fn handle(_: *anyopaque, _: *Request, _: *Response) anyerror!void {}
+    };
+    var context: u8 = 0;
+    const config: Config = .{};
+    var budget: Arena.Budget = .init(config.overflow_bytes_max);
+    const before = try residentBytes();
+    var worker: Worker = undefined;
+    // 10,000 exchanges: about 250 MB of address space.
+    try worker.init(std.testing.allocator, &config, .{ .context = &context, .handle = Noop.handle }, .{
+        .connections_max = 10_000,
+        .large_buffers_max = config.large_buffers_max,
+        .budget = &budget,
+    });
+    defer worker.deinit();
+    try std.testing.expect(worker.exchange_memory.len > 200 * 1024 * 1024);
+    const exchange = worker.acquireExchange().?;
+    worker.releaseExchange(exchange);
+    const grown = (try residentBytes()) -| before;
+    errdefer std.debug.print("resident memory grew by {d} KiB\n", .{grown / 1024});
+    try std.testing.expect(grown < 16 * 1024 * 1024);
+}

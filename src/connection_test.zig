@@ -28,6 +28,10 @@ const TestHandler = struct {
             try res.writeAll("no\n");
             return error.Forbidden;
         }
+        if (std.mem.eql(u8, req.path, "/status")) {
+            res.status = @fromBackingInt(try std.fmt.parseInt(u16, req.query().get("code").?, 10));
+            return error.Refused;
+        }
         return .buffer;
     }
 
@@ -75,6 +79,9 @@ const TestHandler = struct {
             try res.writeAll("login first");
         } else if (std.mem.eql(u8, path, "/len")) {
             try res.print("{d}", .{req.body().len});
+        } else if (std.mem.eql(u8, path, "/status")) {
+            res.status = @fromBackingInt(try std.fmt.parseInt(u16, req.query().get("code").?, 10));
+            try res.writeAll("body");
         } else {
             res.status = .not_found;
         }
@@ -264,6 +271,9 @@ test "Connection: a body larger than the send buffer" {
 }
 
 test "Connection: a handler error is a 500 and a close" {
+    const saved = testing.log_level;
+    testing.log_level = .err; // the failure is logged as a warning, on purpose here
+    defer testing.log_level = saved;
     try expectExchange(.{}, "GET /fail HTTP/1.1\r\nHost: a\r\n\r\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 500 Internal Server Error\r\n" ++ date ++
         "Content-Type: text/plain; charset=utf-8\r\nContent-Length: 46\r\nConnection: close\r\n\r\n" ++
         "500 Internal Server Error: the handler failed\n");
@@ -273,6 +283,59 @@ test "Connection: a ClientError from a handler is its 4xx and a close" {
     try expectExchange(.{}, "POST /refuse HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\n{", "HTTP/1.1 400 Bad Request\r\n" ++ date ++
         "Content-Type: text/plain; charset=utf-8\r\nContent-Length: 35\r\nConnection: close\r\n\r\n" ++
         "400 Bad Request: invalid JSON body\n");
+}
+
+test "Connection: a handler status outside 100-599 is a 500 and a close, never a status line" {
+    const internal_error = "HTTP/1.1 500 Internal Server Error\r\n" ++ date ++
+        "Content-Type: text/plain; charset=utf-8\r\nContent-Length: 46\r\nConnection: close\r\n\r\n" ++
+        "500 Internal Server Error: the handler failed\n";
+    const saved = testing.log_level;
+    testing.log_level = .err; // each failure is logged as a warning, on purpose here
+    defer testing.log_level = saved;
+    inline for (.{ "0", "99", "600", "999", "1000", "65535" }) |code| {
+        try expectExchange(.{}, "GET /status?code=" ++ code ++ " HTTP/1.1\r\nHost: a\r\n\r\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n", internal_error);
+        // A failing onHead hook with such a status gets the same answer, not its own.
+        const run = try runHooks(.{}, "POST /status?code=" ++ code ++ " HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\nx", .whole);
+        defer testing.allocator.free(run.output);
+        try testing.expectEqualStrings(internal_error, run.output);
+    }
+    // The edges of the range are status lines like any other.
+    try expectExchange(.{}, "GET /status?code=599 HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 599 \r\n" ++ date ++ "Content-Length: 4\r\n\r\nbody");
+}
+
+test "Connection: body_timeout_ms is a no-progress timeout; header_timeout_ms covers the whole head" {
+    var fixture: Fixture = undefined;
+    try fixture.init(.{ .header_timeout_ms = 100, .body_timeout_ms = 50 });
+    defer fixture.deinit();
+    const Connection = @import("Connection.zig");
+    var c: Connection = .init(&fixture.worker);
+    defer c.deinit();
+    const head = "POST /len HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n";
+    // The head arrives in two pieces: the second does not move the head deadline.
+    var buffer = c.recvBuffer().?;
+    @memcpy(buffer[0..5], head[0..5]);
+    c.onRecv(5);
+    try testing.expectEqual(@as(u64, 100), c.deadline());
+    fixture.worker.now_ms = 90;
+    buffer = c.recvBuffer().?;
+    @memcpy(buffer[0 .. head.len - 5], head[5..]);
+    c.onRecv(head.len - 5);
+    try testing.expectEqual(@as(u64, 90 + 50), c.deadline());
+    // Each byte of body moves the deadline: nine bytes 40 ms apart take 360 ms in all.
+    for (0..9) |i| {
+        fixture.worker.now_ms += 40;
+        try testing.expect(fixture.worker.now_ms < c.deadline());
+        buffer = c.recvBuffer().?;
+        buffer[0] = @intCast('0' + i);
+        c.onRecv(1);
+        try testing.expectEqual(fixture.worker.now_ms + 50, c.deadline());
+    }
+    // Then a stall: 408 once a whole body_timeout_ms passes without a byte.
+    fixture.worker.now_ms = c.deadline();
+    c.onTimeout();
+    const send = c.next().send;
+    try testing.expect(std.mem.startsWith(u8, send[0].base[0..send[0].len], "HTTP/1.1 408 Request Timeout\r\n"));
+    try testing.expectEqual(@as(usize, 0), fixture.handler.calls);
 }
 
 fn expectStatus(config: Config, input: []const u8, comptime status_line: []const u8) !void {
@@ -305,6 +368,9 @@ test "Connection: every error status, then a lingering close" {
     try expectStatus(.{ .header_count_max = 2 }, "GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\n\r\n", "HTTP/1.1 431 ");
     try expectStatus(.{ .body_bytes_max = 10 }, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\n", "HTTP/1.1 413 ");
     try expectStatus(.{ .body_bytes_max = 10 }, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nabcdef\r\n6\r\nabcdef\r\n0\r\n\r\n", "HTTP/1.1 413 ");
+    // A chunk that announces more than the limit is refused at its size line.
+    try expectStatus(.{ .body_bytes_max = 10 }, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nB\r\n", "HTTP/1.1 413 ");
+    try expectStatus(.{}, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nFFFFFFFFFFFFFFFF\r\n", "HTTP/1.1 413 ");
     try expectStatus(.{}, "POST / HTTP/1.1\r\nHost: a\r\nExpect: teapot\r\n\r\n", "HTTP/1.1 417 ");
 }
 

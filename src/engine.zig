@@ -21,8 +21,6 @@ pub const Shared = struct {
     dispatch: Worker.Dispatch,
     budget: *Arena.Budget,
     control: *Control,
-    /// Connections being served by thread-based engines (bounded by `connections_max`).
-    connections: std.atomic.Value(u32) = .init(0),
 
     /// Sets up a worker for one connection at a time.
     pub fn initWorker(shared: *const Shared, worker: *Worker) !void {
@@ -35,15 +33,12 @@ pub const Shared = struct {
 
     /// Counts a new connection; false (and nothing counted) at `connections_max`.
     pub fn takeConnection(shared: *Shared) bool {
-        const before = shared.connections.fetchAdd(1, .acq_rel);
-        if (before < shared.config.connections_max) return true;
-        _ = shared.connections.fetchSub(1, .acq_rel);
-        return false;
+        return shared.control.admit();
     }
 
     /// Uncounts a finished connection.
     pub fn releaseConnection(shared: *Shared) void {
-        _ = shared.connections.fetchSub(1, .acq_rel);
+        shared.control.release();
     }
 
     /// Calls the handler's tick hook (worker index 0) at most once per
@@ -67,14 +62,27 @@ pub fn eventfd() error{SystemResources}!linux.fd_t {
     return @intCast(rc);
 }
 
-/// Tells a connection the server cannot take it (503) and closes it.
+/// Tells a connection the server cannot take it (503) and closes it, without ever waiting:
+/// the 503 is written and the write side shut down (FIN), then what the client already sent
+/// is read and dropped, so the close does not answer unread bytes with a reset that could
+/// destroy the 503 before the client reads it. Bytes that arrive after that still meet a
+/// closed socket (a reset); the client has the 503 and the FIN by then.
 pub fn refuse(fd: linux.fd_t) void {
-    const response = Connection.overloaded_response;
-    _ = socket.writev(fd, &.{.{ .base = response.ptr, .len = response.len }}) catch {};
-    socket.close(fd);
+    defer socket.close(fd);
+    _ = socket.sendNow(fd, Connection.overloaded_response) catch return;
+    socket.shutdownWrite(fd);
+    var scratch: [4096]u8 = undefined;
+    for (0..refuse_reads_max) |_| {
+        const n = socket.recvNow(fd, &scratch) catch return;
+        if (n < scratch.len) return;
+    }
 }
 
-/// What a server shares with its engine threads: the stop request.
+/// Reads `refuse` makes to empty a refused connection's receive queue (16 KiB): enough for
+/// any request head that fits in one go; a client still sending a body gets a reset.
+const refuse_reads_max = 4;
+
+/// What a server shares with its engine threads: the stop request and the connection count.
 pub const Control = struct {
     /// Set once when the server should stop accepting, finish in-flight requests and return.
     stopping: std.atomic.Value(bool) = .init(false),
@@ -83,12 +91,37 @@ pub const Control = struct {
     wake_fd: linux.fd_t,
     /// How long engines may spend finishing in-flight requests after the stop.
     shutdown_timeout_ms: u32,
+    /// Connections open on all engine threads of this process, counted at accept by every
+    /// engine (`admit`) and uncounted at close (`release`): `connections_max` holds for the
+    /// whole server however SO_REUSEPORT spreads connections over the listeners.
+    connections: std.atomic.Value(u32) = .init(0),
+    /// `Config.connections_max`.
+    connections_max: u32,
 
     /// Creates the eventfd.
-    pub fn init(shutdown_timeout_ms: u32) error{SystemResources}!Control {
+    pub fn init(options: struct { shutdown_timeout_ms: u32, connections_max: u32 }) error{SystemResources}!Control {
         const rc = linux.eventfd(0, linux.EFD.CLOEXEC | linux.EFD.NONBLOCK);
         if (linux.errno(rc) != .SUCCESS) return error.SystemResources;
-        return .{ .wake_fd = @intCast(rc), .shutdown_timeout_ms = shutdown_timeout_ms };
+        return .{
+            .wake_fd = @intCast(rc),
+            .shutdown_timeout_ms = options.shutdown_timeout_ms,
+            .connections_max = options.connections_max,
+        };
+    }
+
+    /// Counts a newly accepted connection: false (and nothing counted) when `connections_max`
+    /// are open, and the engine refuses it. One atomic add per accept. Safe from any thread.
+    pub fn admit(control: *Control) bool {
+        const before = control.connections.fetchAdd(1, .acq_rel);
+        if (before < control.connections_max) return true;
+        _ = control.connections.fetchSub(1, .acq_rel);
+        return false;
+    }
+
+    /// Uncounts a connection `admit` counted, once it is closed. Safe from any thread.
+    pub fn release(control: *Control) void {
+        const before = control.connections.fetchSub(1, .acq_rel);
+        std.debug.assert(before > 0);
     }
 
     /// Closes the eventfd.
@@ -130,6 +163,64 @@ pub const Kind = enum {
 
 test {
     _ = socket;
+}
+
+fn monotonicMs() u64 {
+    var now: linux.timespec = undefined;
+    _ = linux.clock_gettime(.MONOTONIC, &now);
+    return @as(u64, @intCast(now.sec)) * 1000 + @as(u64, @intCast(now.nsec)) / std.time.ns_per_ms;
+}
+
+/// A loopback client connected to `port` (blocking, with a 5 s receive timeout).
+fn testClient(port: u16) !linux.fd_t {
+    const fd: linux.fd_t = @intCast(linux.socket(linux.AF.INET, linux.SOCK.STREAM | linux.SOCK.CLOEXEC, 0));
+    errdefer _ = linux.close(fd);
+    const timeout: linux.timeval = .{ .sec = 5, .usec = 0 };
+    _ = linux.setsockopt(fd, linux.SOL.SOCKET, linux.SO.RCVTIMEO, std.mem.asBytes(&timeout), @sizeOf(linux.timeval));
+    var address: linux.sockaddr.in = .{ .port = std.mem.nativeToBig(u16, port), .addr = std.mem.nativeToBig(u32, 0x7f000001) };
+    if (linux.errno(linux.connect(fd, @ptrCast(&address), @sizeOf(linux.sockaddr.in))) != .SUCCESS) return error.ConnectFailed;
+    return fd;
+}
+
+/// Reads until the server's FIN; a reset instead fails.
+fn readToFin(fd: linux.fd_t, buffer: []u8) ![]u8 {
+    var len: usize = 0;
+    while (true) {
+        const rc = linux.read(fd, buffer[len..].ptr, buffer.len - len);
+        switch (linux.errno(rc)) {
+            .SUCCESS => if (rc == 0) return buffer[0..len] else {
+                len += rc;
+            },
+            .INTR => {},
+            else => |err| {
+                std.debug.print("read after {d} bytes: E.{t}\n", .{ len, err });
+                return error.NoFin;
+            },
+        }
+    }
+}
+
+test "refuse: the 503 arrives whole and ends with a FIN, also when the request was unread" {
+    const listener = try socket.listen(.{ .host = "127.0.0.1", .port = 0, .backlog = 4, .nonblocking = false });
+    defer listener.close();
+    for ([_]bool{ false, true }) |nonblocking| {
+        for ([_][]const u8{ "", "GET / HTTP/1.1\r\nHost: a\r\n\r\n" }) |request| {
+            const client = try testClient(listener.port);
+            defer _ = linux.close(client);
+            _ = linux.write(client, request.ptr, request.len);
+            const fd = try socket.accept(listener.fd, nonblocking);
+            if (request.len > 0) {
+                // The request sits unread in the server's receive queue.
+                var fds = [_]linux.pollfd{.{ .fd = fd, .events = linux.POLL.IN, .revents = 0 }};
+                try std.testing.expectEqual(@as(usize, 1), linux.poll(&fds, 1, 5000));
+            }
+            const start_ms = monotonicMs();
+            refuse(fd); // must not wait for anything, also on a blocking socket
+            try std.testing.expect(monotonicMs() - start_ms < 500);
+            var buffer: [512]u8 = undefined;
+            try std.testing.expectEqualStrings(Connection.overloaded_response, try readToFin(client, &buffer));
+        }
+    }
 }
 
 test "Kind.parse: exactly the five names" {

@@ -212,6 +212,12 @@ pub const Status = enum(u16) {
         return @backingInt(status);
     }
 
+    /// Whether the code is three digits, 100–599 (RFC 9110 §15), so a status line can carry
+    /// it. Handlers may set any `u16`; the connection checks this before writing a head.
+    pub fn valid(status: Status) bool {
+        return status.code() >= 100 and status.code() <= 599;
+    }
+
     /// True for statuses whose responses never carry content (RFC 9110 §6.4.1): 1xx, 204, 304.
     pub fn forbidsContent(status: Status) bool {
         const c = status.code();
@@ -272,6 +278,9 @@ test "Status: phrases and content rules" {
     try std.testing.expectEqualStrings("", @as(Status, @fromBackingInt(@intCast(599))).phrase());
     try std.testing.expect(Status.not_modified.forbidsContent());
     try std.testing.expect(!Status.ok.forbidsContent());
+    try std.testing.expect(Status.ok.valid() and Status.@"continue".valid());
+    try std.testing.expect(@as(Status, @fromBackingInt(@intCast(599))).valid());
+    for ([_]u16{ 0, 99, 600, 999, 1000, 65535 }) |c| try std.testing.expect(!@as(Status, @fromBackingInt(c)).valid());
 }
 
 test "ListIterator: members trimmed, empties skipped" {

@@ -36,6 +36,12 @@ const TestHandler = struct {
             }
         } else if (std.mem.eql(u8, path, "/fail")) {
             return error.HandlerFailed;
+        } else if (std.mem.eql(u8, path, "/status")) {
+            // Any u16 a handler may set, valid or not; `flush` sends the head at once where
+            // the engine streams.
+            res.status = @fromBackingInt(try std.fmt.parseInt(u16, req.query().get("code") orelse "200", 10));
+            try res.writeAll("status body");
+            if (req.query().get("flush") != null) try res.flush();
         } else {
             res.status = .not_found;
         }
@@ -87,6 +93,36 @@ const Running = ServerThread(TestHandler);
 fn expectBody(response: Client.Response, status: u16, body: []const u8) !void {
     try testing.expectEqual(status, response.status);
     try testing.expectEqualStrings(body, response.body);
+}
+
+/// Raises the log threshold to `err` while a test provokes saker's warnings on purpose (a
+/// failing handler, a client gone mid-response), so a passing run prints nothing and the
+/// build runner does not show its command as if it had failed; errors still print and still
+/// fail the test. Returns the level for the caller to restore.
+fn quietWarnings() std.log.Level {
+    const saved = testing.log_level;
+    testing.log_level = .err;
+    return saved;
+}
+
+fn sleepMs(ms: u64) void {
+    const ts: linux.timespec = .{ .sec = @intCast(ms / 1000), .nsec = @intCast((ms % 1000) * std.time.ns_per_ms) };
+    _ = linux.nanosleep(&ts, null);
+}
+
+fn nowUs() u64 {
+    var ts: linux.timespec = undefined;
+    _ = linux.clock_gettime(.MONOTONIC, &ts);
+    return @as(u64, @intCast(ts.sec)) * 1_000_000 + @as(u64, @intCast(ts.nsec)) / 1000;
+}
+
+/// Waits up to `timeout_ms` for `flag` to become true.
+fn waitFor(flag: *const std.atomic.Value(bool), timeout_ms: u64) !void {
+    const deadline = nowUs() + timeout_ms * 1000;
+    while (!flag.load(.acquire)) {
+        if (nowUs() >= deadline) return error.Timeout;
+        sleepMs(1);
+    }
 }
 
 test "keep-alive: several requests on one connection" {
@@ -287,6 +323,8 @@ test "a 60 KiB head borrows a large buffer and is answered" {
 }
 
 test "a handler error is a 500 and a close" {
+    const log_level = quietWarnings();
+    defer testing.log_level = log_level;
     for (engines) |kind| {
         const running = try Running.start(kind, .{});
         defer running.stop();
@@ -365,6 +403,9 @@ test "a client that disconnects mid-request does not disturb anyone" {
 }
 
 test "a client that never reads its response does not stop others being served" {
+    // Engines that stream the body log the handler's failed write when the client is dropped.
+    const log_level = quietWarnings();
+    defer testing.log_level = log_level;
     for (engines) |kind| {
         // The blocking engine serves one connection at a time: it gets to the next client
         // once the write timeout has dropped the one that does not read.
@@ -381,29 +422,147 @@ test "a client that never reads its response does not stop others being served" 
     }
 }
 
-test "connections over connections_max get 503 and the rest are served" {
-    const running = try Running.start(.epoll, .{ .workers = 1, .connections_max = 2 });
-    defer running.stop();
-    var a = try Client.connect(running.port(), 10_000);
-    defer a.close();
-    var b = try Client.connect(running.port(), 10_000);
-    defer b.close();
-    try a.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
-    const first = try a.readResponse(testing.allocator, .{});
-    first.deinit(testing.allocator);
-    try b.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
-    const second = try b.readResponse(testing.allocator, .{});
-    second.deinit(testing.allocator);
-    var refused = try Client.connect(running.port(), 10_000);
-    defer refused.close();
-    const response = try refused.readResponse(testing.allocator, .{});
+/// Expects a 503 on a new connection, followed by the server's FIN: a clean close, not a
+/// reset that could have destroyed the response.
+fn expectRefused(port: u16) !void {
+    var client = try Client.connect(port, 10_000);
+    defer client.close();
+    const response = try client.readResponse(testing.allocator, .{});
     defer response.deinit(testing.allocator);
     try testing.expectEqual(@as(u16, 503), response.status);
-    try testing.expect(try refused.isClosed());
-    try a.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
-    const again = try a.readResponse(testing.allocator, .{});
-    defer again.deinit(testing.allocator);
-    try expectBody(again, 200, "Hello, World!");
+    try testing.expectEqualStrings("close", response.header("Connection").?);
+    try testing.expectEqual(client.start, client.end);
+    var byte: [1]u8 = undefined;
+    const rc = linux.read(client.fd, &byte, 1);
+    try testing.expectEqual(linux.E.SUCCESS, linux.errno(rc));
+    try testing.expectEqual(@as(usize, 0), rc);
+}
+
+test "connections_max holds for the whole server: one more gets 503 and a FIN, on every engine" {
+    const connections_max = 8;
+    for (engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        // Four listeners (SO_REUSEPORT): the kernel spreads the connections unevenly, and
+        // the limit must still be the server's, not a quarter of it per listener.
+        const running = try Running.start(kind, .{ .workers = 4, .connections_max = connections_max, .pool_threads = connections_max });
+        defer running.stop();
+        var clients: [connections_max]Client = undefined;
+        var connected: usize = 0;
+        defer for (clients[0..connected]) |*c| c.close();
+        // `blocking` serves one connection at a time and accepts the next only then, so it
+        // never has more open than the one it serves; the others wait in the listen backlog.
+        const open_max: usize = if (kind == .blocking) 1 else connections_max;
+        for (clients[0..open_max]) |*c| {
+            c.* = try Client.connect(running.port(), 10_000);
+            connected += 1;
+            try c.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+            const response = try c.readResponse(testing.allocator, .{});
+            defer response.deinit(testing.allocator);
+            try expectBody(response, 200, "Hello, World!");
+        }
+        if (kind == .blocking) {
+            // The next connection waits, then is served once the first closes.
+            var next = try Client.connect(running.port(), 10_000);
+            defer next.close();
+            try next.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+            sleepMs(100);
+            try testing.expect(!readable(&next));
+            clients[0].close();
+            connected = 0;
+            const response = try next.readResponse(testing.allocator, .{});
+            defer response.deinit(testing.allocator);
+            try expectBody(response, 200, "Hello, World!");
+            continue;
+        }
+        try expectRefused(running.port());
+        try expectRefused(running.port());
+        // The open connections are still served.
+        for (clients[0..connected]) |*c| {
+            try c.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+            const response = try c.readResponse(testing.allocator, .{});
+            defer response.deinit(testing.allocator);
+            try expectBody(response, 200, "Hello, World!");
+        }
+        // A closed connection frees its place (once the server has seen the close).
+        clients[connected - 1].close();
+        connected -= 1;
+        const deadline = nowUs() + 5_000_000;
+        while (true) {
+            const response = try Client.fetch(testing.allocator, running.port(), "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+            defer response.deinit(testing.allocator);
+            if (response.status == 200) break;
+            try testing.expectEqual(@as(u16, 503), response.status);
+            if (nowUs() >= deadline) return error.PlaceNotFreed;
+            sleepMs(10);
+        }
+    }
+}
+
+test "body_timeout_ms: a body trickling in steadily succeeds, a stalled one gets 408 and a close" {
+    const body_timeout_ms = 400;
+    for (engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try Running.start(kind, .{ .body_timeout_ms = body_timeout_ms });
+        defer running.stop();
+        var client = try Client.connect(running.port(), 10_000);
+        defer client.close();
+        // 12 bytes 80 ms apart: about a second in all, more than twice the timeout, but
+        // never more than a fifth of it without progress.
+        try client.send("POST /len HTTP/1.1\r\nHost: t\r\nContent-Length: 12\r\n\r\n");
+        for (0..12) |_| {
+            sleepMs(80);
+            try client.send("x");
+        }
+        const trickled = try client.readResponse(testing.allocator, .{});
+        defer trickled.deinit(testing.allocator);
+        try expectBody(trickled, 200, "12");
+        // A chunked body the same way, on the same connection.
+        try client.send("POST /len HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+        for (0..6) |_| {
+            sleepMs(80);
+            try client.send("2\r\nxx\r\n");
+        }
+        try client.send("0\r\n\r\n");
+        const chunked = try client.readResponse(testing.allocator, .{});
+        defer chunked.deinit(testing.allocator);
+        try expectBody(chunked, 200, "12");
+
+        // Part of a body, then nothing: 408 once body_timeout_ms passes without a byte.
+        try client.send("POST /len HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc");
+        const stalled_at = nowUs();
+        const stalled = try client.readResponse(testing.allocator, .{});
+        defer stalled.deinit(testing.allocator);
+        try testing.expectEqual(@as(u16, 408), stalled.status);
+        try testing.expect(nowUs() - stalled_at >= (body_timeout_ms - 50) * 1000);
+        try testing.expect(try client.isClosed());
+    }
+}
+
+test "a handler status outside 100-599 is a 500 and a close, on every engine" {
+    const log_level = quietWarnings();
+    defer testing.log_level = log_level;
+    for (engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try Running.start(kind, .{});
+        defer running.stop();
+        for ([_][]const u8{ "0", "99", "600", "1000", "65535" }) |code| {
+            // Buffered, and flushed (the head would go out at once on engines that stream).
+            for ([_][]const u8{ "", "&flush" }) |flush| {
+                errdefer std.debug.print("code {s}{s}\n", .{ code, flush });
+                var client = try Client.connect(running.port(), 10_000);
+                defer client.close();
+                var request: [96]u8 = undefined;
+                try client.send(try std.mem.print(&request, "GET /status?code={s}{s} HTTP/1.1\r\nHost: t\r\n\r\n", .{ code, flush }));
+                const response = try client.readResponse(testing.allocator, .{});
+                defer response.deinit(testing.allocator);
+                try testing.expectEqual(@as(u16, 500), response.status);
+                try testing.expect(try client.isClosed());
+            }
+        }
+        const edge = try Client.fetch(testing.allocator, running.port(), "GET /status?code=599&flush HTTP/1.1\r\nHost: t\r\n\r\n");
+        defer edge.deinit(testing.allocator);
+        try expectBody(edge, 599, "status body");
+    }
 }
 
 test "large bodies in and out" {
@@ -601,10 +760,15 @@ test "hooks: a 20 MiB upload streams through onBody; skip refuses without 100 Co
 /// A handler that may block: the event engines run it on the handler pool.
 const Sleepy = struct {
     pub const blocking = true;
+    /// Set when `/slow` has started sleeping, and when it has finished.
+    slow_started: std.atomic.Value(bool) = .init(false),
+    slow_done: std.atomic.Value(bool) = .init(false),
 
-    pub fn handle(_: *Sleepy, req: *saker.Request, res: *saker.Response) !void {
+    pub fn handle(sleepy: *Sleepy, req: *saker.Request, res: *saker.Response) !void {
         if (std.mem.eql(u8, req.path, "/slow")) {
-            sleepMs(300);
+            sleepy.slow_started.store(true, .release);
+            sleepMs(200);
+            sleepy.slow_done.store(true, .release);
             return res.writeAll("slow");
         }
         if (std.mem.eql(u8, req.path, "/events")) {
@@ -622,11 +786,6 @@ const Sleepy = struct {
     }
 };
 
-fn sleepMs(ms: u64) void {
-    const ts: linux.timespec = .{ .sec = @intCast(ms / 1000), .nsec = @intCast((ms % 1000) * std.time.ns_per_ms) };
-    _ = linux.nanosleep(&ts, null);
-}
-
 fn readable(client: *Client) bool {
     if (client.end > client.start) return true;
     var fds = [_]linux.pollfd{.{ .fd = client.fd, .events = linux.POLL.IN, .revents = 0 }};
@@ -635,26 +794,106 @@ fn readable(client: *Client) bool {
 
 const event_engines = [_]saker.engine.Kind{ .epoll, .io_uring };
 
-test "handler pool: a blocking handler does not hold up the event loop" {
+test "handler pool: a handler sleeping 200 ms does not delay fast requests on other connections" {
     for (event_engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try ServerThread(Sleepy).start(kind, .{ .workers = 1 });
         defer running.stop();
+        const sleepy = &running.handler;
         var slow = try Client.connect(running.port(), 10_000);
         defer slow.close();
         try slow.send("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n");
-        // With one worker, this is the same event loop as the slow request's.
+        try waitFor(&sleepy.slow_started, 5_000);
+        // With one worker, this is the same event loop as the slow request's. Each fast
+        // request (connect, request, response) must take a few ms, not wait for the slow
+        // handler; 50 ms leaves room for a loaded machine.
         for (0..5) |i| {
+            const start = nowUs();
             var request: [64]u8 = undefined;
             const response = try Client.fetch(testing.allocator, running.port(), try std.mem.print(&request, "GET /f{d} HTTP/1.1\r\nHost: t\r\n\r\n", .{i}));
             defer response.deinit(testing.allocator);
+            const elapsed_us = nowUs() - start;
+            errdefer std.debug.print("fast request {d} took {d} us\n", .{ i, elapsed_us });
             var expected: [16]u8 = undefined;
             try expectBody(response, 200, try std.mem.print(&expected, "fast /f{d}", .{i}));
+            try testing.expect(elapsed_us < 50_000);
+            // The first was answered while the slow handler was still asleep.
+            if (i == 0) try testing.expect(!sleepy.slow_done.load(.acquire));
         }
-        // The fast requests were all answered while the slow handler was still sleeping.
-        try testing.expect(!readable(&slow));
         const response = try slow.readResponse(testing.allocator, .{});
         defer response.deinit(testing.allocator);
         try expectBody(response, 200, "slow");
+        try testing.expect(sleepy.slow_done.load(.acquire));
+    }
+}
+
+/// A blocking handler whose `/hold` keeps its pool thread until the test opens the gate.
+const Gate = struct {
+    pub const blocking = true;
+    held: std.atomic.Value(bool) = .init(false),
+    open: std.atomic.Value(bool) = .init(false),
+
+    pub fn handle(gate: *Gate, req: *saker.Request, res: *saker.Response) !void {
+        if (std.mem.eql(u8, req.path, "/hold")) {
+            gate.held.store(true, .release);
+            // Bounded, so a failing test cannot hang the server's shutdown.
+            for (0..10_000) |_| {
+                if (gate.open.load(.acquire)) break;
+                sleepMs(1);
+            }
+        }
+        try res.print("done {s}", .{req.path});
+    }
+};
+
+/// Waits up to 5 s until one of `a` and `b` has bytes to read; returns it (null: neither).
+fn firstReadable(a: *Client, b: *Client) ?*Client {
+    var fds = [_]linux.pollfd{
+        .{ .fd = a.fd, .events = linux.POLL.IN, .revents = 0 },
+        .{ .fd = b.fd, .events = linux.POLL.IN, .revents = 0 },
+    };
+    if (linux.poll(&fds, 2, 5_000) == 0) return null;
+    return if (fds[0].revents != 0) a else b;
+}
+
+test "handler pool: a full queue answers 503; the queued request is served when a thread frees" {
+    for (event_engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        // One handler thread and room for one waiting request.
+        const running = try ServerThread(Gate).start(kind, .{ .workers = 1, .handler_threads = 1, .handler_queue_max = 1 });
+        defer running.stop();
+        const gate = &running.handler;
+        defer gate.open.store(true, .release); // before the stop: never leave a handler held
+        var holder = try Client.connect(running.port(), 10_000);
+        defer holder.close();
+        try holder.send("GET /hold HTTP/1.1\r\nHost: t\r\n\r\n");
+        try waitFor(&gate.held, 5_000);
+        // Two more requests while the only thread is held: one waits in the queue, the
+        // other finds it full.
+        var b = try Client.connect(running.port(), 10_000);
+        defer b.close();
+        var c = try Client.connect(running.port(), 10_000);
+        defer c.close();
+        try b.send("GET /b HTTP/1.1\r\nHost: t\r\n\r\n");
+        try c.send("GET /c HTTP/1.1\r\nHost: t\r\n\r\n");
+        const refused = firstReadable(&b, &c) orelse return error.NoAnswer;
+        const queued = if (refused == &b) &c else &b;
+        const busy = try refused.readResponse(testing.allocator, .{});
+        defer busy.deinit(testing.allocator);
+        try testing.expectEqual(@as(u16, 503), busy.status);
+        try testing.expectEqualStrings("close", busy.header("Connection").?);
+        try testing.expect(try refused.isClosed());
+        try testing.expect(!readable(queued)); // still waiting for the thread
+        gate.open.store(true, .release);
+        const held = try holder.readResponse(testing.allocator, .{});
+        defer held.deinit(testing.allocator);
+        try expectBody(held, 200, "done /hold");
+        const served = try queued.readResponse(testing.allocator, .{});
+        defer served.deinit(testing.allocator);
+        try expectBody(served, 200, if (queued == &b) "done /b" else "done /c");
+        const after = try Client.fetch(testing.allocator, running.port(), "GET /after HTTP/1.1\r\nHost: t\r\n\r\n");
+        defer after.deinit(testing.allocator);
+        try expectBody(after, 200, "done /after");
     }
 }
 

@@ -206,8 +206,10 @@ fn acceptRound(loop: *Epoll) void {
 }
 
 fn onAccept(loop: *Epoll, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) void {
+    // Over connections_max (server-wide): say so and close, without a slot or an exchange.
+    if (!loop.control.admit()) return engine.refuse(fd);
     const slot = loop.takeSlot() orelse {
-        // Over connections_max: say so and close, without a slot or an exchange.
+        loop.control.release();
         return engine.refuse(fd);
     };
     socket.setNoDelay(fd);
@@ -264,6 +266,7 @@ fn closeSlot(loop: *Epoll, slot: *Slot) void {
     slot.next_free = loop.free_slot;
     loop.free_slot = @intCast(slot - loop.slots.ptr);
     loop.active -= 1;
+    loop.control.release();
 }
 
 fn onEvent(loop: *Epoll, event: linux.epoll_event) void {

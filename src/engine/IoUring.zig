@@ -344,7 +344,12 @@ fn onAccept(loop: *IoUring, cqe: linux.io_uring_cqe) !void {
         return;
     }
     const fd: linux.fd_t = cqe.res;
-    const slot = loop.takeSlot() orelse return engine.refuse(fd);
+    // Over connections_max (server-wide): say so and close, without a slot.
+    if (!loop.control.admit()) return engine.refuse(fd);
+    const slot = loop.takeSlot() orelse {
+        loop.control.release();
+        return engine.refuse(fd);
+    };
     socket.setNoDelay(fd);
     slot.fd = fd;
     slot.recv_armed = false;
@@ -404,6 +409,7 @@ fn close(loop: *IoUring, slot: *Slot) void {
     slot.next_free = loop.free_slot;
     loop.free_slot = loop.index(slot);
     loop.active -= 1;
+    loop.control.release();
 }
 
 fn onRecv(loop: *IoUring, slot: *Slot, cqe: linux.io_uring_cqe) void {

@@ -81,9 +81,9 @@ fn connectionMain(shared: *engine.Shared, fd: linux.fd_t) void {
 fn waitForConnections(shared: *engine.Shared) void {
     var waited_ms: u64 = 0;
     const limit_ms = @as(u64, shared.config.shutdown_timeout_ms) + 1000;
-    while (shared.connections.load(.acquire) > 0) : (waited_ms += 5) {
+    while (shared.control.connections.load(.acquire) > 0) : (waited_ms += 5) {
         if (waited_ms >= limit_ms) {
-            log.warn("shutdown: {d} connection threads still running", .{shared.connections.load(.acquire)});
+            log.warn("shutdown: {d} connection threads still running", .{shared.control.connections.load(.acquire)});
             return;
         }
         var none: [0]posix.pollfd = .{};

@@ -2,6 +2,7 @@
 //! connections through a bounded queue to a fixed pool of threads that serve them with
 //! blocking I/O (`blocking_io.zig`), one connection at a time each. A full queue blocks the
 //! acceptors, so the kernel's accept queue absorbs bursts: back-pressure, not unbounded memory.
+//! Connections queued or served count against `connections_max`; beyond it, 503.
 //! The queue is a mutex and two futex condition variables (`sync.Queue`).
 const std = @import("std");
 const posix = std.posix;
@@ -52,14 +53,33 @@ fn serveLoop(pool: *WorkerPool) void {
     pool.shared.initWorker(&worker) catch |err| {
         log.err("worker pool thread has no memory: {t}", .{err});
         // Keep taking connections so acceptors are not blocked forever; refuse each.
-        while (pool.queue.get()) |fd| engine.refuse(fd);
+        while (pool.queue.get()) |fd| {
+            engine.refuse(fd);
+            pool.shared.releaseConnection();
+        }
         return;
     };
     defer worker.deinit();
     var drain_deadline_ms: u64 = std.math.maxInt(u64);
     while (pool.queue.get()) |fd| {
         blocking_io.serveConnection(&worker, fd, null, pool.shared.control, &drain_deadline_ms);
+        pool.shared.releaseConnection();
     }
+}
+
+/// Queues an accepted connection, counted against `connections_max` (queued or served);
+/// beyond it, 503. Blocks while the queue is full. False when the pool has stopped.
+fn hand(pool: *WorkerPool, fd: linux.fd_t) bool {
+    if (!pool.shared.takeConnection()) {
+        engine.refuse(fd);
+        return true;
+    }
+    pool.queue.put(fd) catch {
+        pool.shared.releaseConnection();
+        engine.refuse(fd);
+        return false;
+    };
+    return true;
 }
 
 /// An acceptor: accepts on `listener` and queues connections until the server stops.
@@ -89,10 +109,10 @@ pub fn accept(pool: *WorkerPool, listener: socket.Listener) void {
             },
             error.ListenerClosed, error.Unexpected => return,
         };
-        pool.queue.put(fd) catch return engine.refuse(fd);
+        if (!pool.hand(fd)) return;
     }
     for (0..pool.shared.config.backlog) |_| {
         const fd = socket.accept(listener.fd, false) catch break;
-        pool.queue.put(fd) catch return engine.refuse(fd);
+        if (!pool.hand(fd)) return;
     }
 }

@@ -261,6 +261,18 @@ pub fn sendfile(fd: fd_t, file_fd: fd_t, offset: u64, len: u64) IoError!usize {
     };
 }
 
+/// One read that never waits, even on a blocking socket (MSG_DONTWAIT); 0 means the peer
+/// closed its side.
+pub fn recvNow(fd: fd_t, buffer: []u8) IoError!usize {
+    return mapIo("recv", linux.recvfrom(fd, buffer.ptr, buffer.len, linux.MSG.DONTWAIT, null, null));
+}
+
+/// One write that never waits, even on a blocking socket (MSG_DONTWAIT), and raises no
+/// SIGPIPE (MSG_NOSIGNAL). For writes off the hot path, such as refusals.
+pub fn sendNow(fd: fd_t, bytes: []const u8) IoError!usize {
+    return mapIo("send", linux.sendto(fd, bytes.ptr, bytes.len, linux.MSG.DONTWAIT | linux.MSG.NOSIGNAL, null, 0));
+}
+
 /// Shuts down the write side (FIN) before a lingering close.
 pub fn shutdownWrite(fd: fd_t) void {
     // ENOTCONN means the peer is already gone, which is what we wanted anyway.
