@@ -187,10 +187,14 @@ pub fn Server(comptime Handler: type) type {
         workers: []Worker,
         connections_per_worker: u32,
         bound_port: u16,
-        /// Whether the engines took ownership of the listeners.
+        /// Whether serving started (a server serves once).
         served: bool = false,
         /// Engine threads still running.
         running: std.atomic.Value(u32) = .init(0),
+        /// One per listener while serving: what `stop` takes from it (see `engine.Door`).
+        doors: []engine.Door = &.{},
+        /// The doors' room for taken connections, in one allocation.
+        doorsteps: []linux.fd_t = &.{},
         /// Heap bytes the server may still take beyond its pools (all workers share it).
         budget: Arena.Budget,
         /// What thread-based engines share (set up when serving starts).
@@ -252,7 +256,7 @@ pub fn Server(comptime Handler: type) type {
 
         /// Closes what `init` opened. Asserts `serve`/`run` returned (if it was called).
         pub fn deinit(server: *ServerOfHandler) void {
-            if (!server.served) for (server.listeners) |l| l.close();
+            for (server.listeners) |l| l.close();
             server.gpa.free(server.listeners);
             server.control.deinit();
             server.* = undefined;
@@ -263,8 +267,10 @@ pub fn Server(comptime Handler: type) type {
             return server.bound_port;
         }
 
-        /// Asks the server to stop: no new connections; in-flight requests finish (up to
-        /// `shutdown_timeout_ms`), then `serve` returns. Safe from any thread.
+        /// Asks the server to stop: connections made from now on are refused (those the
+        /// kernel had already completed are answered, with `Connection: close`); in-flight
+        /// requests finish (up to `shutdown_timeout_ms`), then `serve` returns. Safe from any
+        /// thread.
         pub fn stop(server: *ServerOfHandler) void {
             server.control.stop();
         }
@@ -317,12 +323,15 @@ pub fn Server(comptime Handler: type) type {
             };
         }
 
-        /// Serves until `stop` is called; returns after in-flight requests are done.
+        /// Serves until `stop` is called; returns after in-flight requests are done. Returns
+        /// `error.EngineFailed` if an engine could not go on (the log says why) and stopped
+        /// the server.
         pub fn serve(server: *ServerOfHandler) !void {
             const threads = try server.start();
             defer server.gpa.free(threads);
             for (threads) |thread| thread.join();
             server.finish();
+            if (server.control.hasFailed()) return error.EngineFailed;
         }
 
         /// Serves until SIGINT or SIGTERM (or `stop`), then shuts down gracefully and returns.
@@ -403,6 +412,7 @@ pub fn Server(comptime Handler: type) type {
             }
             for (threads) |thread| thread.join();
             server.finish();
+            if (server.control.hasFailed()) return error.EngineFailed;
         }
 
         fn readSignal(signal_fd: linux.fd_t) void {
@@ -410,12 +420,14 @@ pub fn Server(comptime Handler: type) type {
             _ = posix.read(signal_fd, std.mem.asBytes(&info)) catch {};
         }
 
-        /// Creates the workers and starts one engine thread per listener.
-        /// Creates the workers (or the pool) and starts one engine thread per listener.
+        /// Creates the workers (or the pool) and the doors, and starts one engine thread per
+        /// listener.
         fn start(server: *ServerOfHandler) ![]std.Thread {
             assert(!server.served);
             std.process.raiseFileDescriptorLimit();
             ignoreSigpipe();
+            try server.openDoors();
+            errdefer server.retireDoors();
             server.shared = .{
                 .gpa = server.gpa,
                 .config = &server.config,
@@ -468,11 +480,42 @@ pub fn Server(comptime Handler: type) type {
                     _ = server.running.fetchSub(1, .acq_rel);
                     server.control.stop();
                     for (threads[0..i]) |t| t.join();
-                    for (server.listeners[i..]) |l| l.close();
                     return err;
                 };
             }
             return threads;
+        }
+
+        /// Sets up a door per listener for `stop` (see `engine.Door`).
+        fn openDoors(server: *ServerOfHandler) !void {
+            const count = server.listeners.len;
+            // The kernel queues at most backlog + 1 connections (capped by somaxconn).
+            const per_door = @as(usize, @min(server.config.backlog, std.math.maxInt(u16))) + 1;
+            server.doors = try server.gpa.alloc(engine.Door, count);
+            errdefer server.gpa.free(server.doors);
+            server.doorsteps = try server.gpa.alloc(linux.fd_t, count * per_door);
+            for (server.doors, server.listeners, 0..) |*door, listener, i| door.* = .{
+                .listener_fd = listener.fd,
+                // Other processes share the listeners: shutting one down would stop them too.
+                .shut = server.config.processes == 1,
+                .nonblocking = switch (server.config.engine) {
+                    .epoll, .io_uring => true,
+                    .blocking, .thread_per_connection, .worker_pool => false,
+                },
+                .doorstep = server.doorsteps[i * per_door ..][0..per_door],
+            };
+            server.control.openDoors(server.doors);
+        }
+
+        /// Takes the doors back once the engines returned, closing connections no engine took.
+        fn retireDoors(server: *ServerOfHandler) void {
+            for (server.control.retireDoors()) |door| {
+                for (door.doorstep[0..door.taken]) |fd| socket.close(fd);
+            }
+            server.gpa.free(server.doorsteps);
+            server.gpa.free(server.doors);
+            server.doorsteps = &.{};
+            server.doors = &.{};
         }
 
         fn engineMain(server: *ServerOfHandler, index: usize) void {
@@ -502,6 +545,7 @@ pub fn Server(comptime Handler: type) type {
         }
 
         fn finish(server: *ServerOfHandler) void {
+            server.retireDoors();
             if (server.config.engine == .worker_pool) server.pool.stop();
             if (server.handler_pool_started) {
                 if (!server.handler_pool.stop(server.config.shutdown_timeout_ms)) {

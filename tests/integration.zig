@@ -474,6 +474,106 @@ test "SIGTERM: the request in flight is answered, then the process exits 0" {
     }
 }
 
+/// `spawnExample` with the example's log on a pipe, so a test can wait for a log line.
+fn spawnLogged(path: []const u8, kind: saker.engine.Kind) !struct { child: std.process.Child, port: u16 } {
+    const io = testing.io;
+    var child = try std.process.spawn(io, .{
+        .argv = &.{ path, "--port", "0", "--engine", @tagName(kind), "--workers", "2" },
+        .stdout = .pipe,
+        .stderr = .pipe,
+    });
+    errdefer child.kill(io);
+    var buffer: [256]u8 = undefined;
+    var reader = child.stdout.?.readerStreaming(io, &buffer);
+    const line = try reader.interface.takeDelimiterExclusive('\n');
+    const prefix = "listening on http://127.0.0.1:";
+    if (!std.mem.startsWith(u8, line, prefix)) return error.UnexpectedOutput;
+    return .{ .child = child, .port = try std.fmt.parseInt(u16, line[prefix.len..], 10) };
+}
+
+/// Reads `child`'s stderr until `needle` appears (within `timeout_ms`).
+fn waitForLog(child: *std.process.Child, needle: []const u8, timeout_ms: u32) !void {
+    const fd = child.stderr.?.handle;
+    var seen: [8 * 1024]u8 = undefined;
+    var len: usize = 0;
+    const deadline_us = nowUs() + @as(u64, timeout_ms) * 1000;
+    while (std.mem.find(u8, seen[0..len], needle) == null) {
+        const now_us = nowUs();
+        if (now_us >= deadline_us) return error.Timeout;
+        var fds = [_]linux.pollfd{.{ .fd = fd, .events = linux.POLL.IN, .revents = 0 }};
+        _ = linux.poll(&fds, 1, @intCast((deadline_us - now_us) / 1000 + 1));
+        if (fds[0].revents == 0) continue;
+        if (len > seen.len / 2) { // keep the tail, where a partial line may be
+            std.mem.copyForwards(u8, seen[0 .. seen.len / 2], seen[len - seen.len / 2 .. len]);
+            len = seen.len / 2;
+        }
+        const rc = linux.read(fd, seen[len..].ptr, seen.len - len);
+        if (linux.errno(rc) != .SUCCESS or rc == 0) return error.Closed;
+        len += rc;
+    }
+}
+
+/// Sends a POST head and half its body, and waits a moment so the server reads the head: a
+/// request that stays in flight until the rest is sent.
+fn holdRequest(port: u16) !Client {
+    var client = try Client.connect(port, 10_000);
+    errdefer client.close();
+    try client.send("POST /held HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nhello");
+    var idle: [1]linux.pollfd = .{.{ .fd = client.fd, .events = linux.POLL.IN, .revents = 0 }};
+    _ = linux.poll(&idle, 1, 200);
+    return client;
+}
+
+test "SIGTERM: connections made after the signal get no answer; the exit follows the held request" {
+    const io = testing.io;
+    for (engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        var started = try spawnLogged(build_options.echo_exe, kind);
+        var exited = false;
+        defer if (!exited) { // a check failed before the exit
+            _ = linux.kill(started.child.id.?, linux.SIG.KILL);
+            _ = started.child.wait(io) catch {};
+        };
+        var held = try holdRequest(started.port);
+        defer held.close();
+        _ = linux.kill(started.child.id.?, linux.SIG.TERM);
+        try waitForLog(&started.child, "signal received", 10_000);
+        sleepMs(100);
+        // New clients, each with a complete request: refused, or closed unanswered.
+        var late: [6]?Client = @splat(null);
+        defer for (&late) |*slot| if (slot.*) |*client| client.close();
+        for (&late) |*slot| {
+            slot.* = Client.connect(started.port, 5_000) catch continue;
+            slot.*.?.send("GET /late HTTP/1.1\r\nHost: t\r\n\r\n") catch {};
+        }
+        try held.send("world");
+        const response = try held.readResponse(testing.allocator, .{});
+        defer response.deinit(testing.allocator);
+        const held_done_us = nowUs();
+        try testing.expectEqual(@as(u16, 200), response.status);
+        try testing.expect(std.mem.find(u8, response.body, "\"body\":\"helloworld\"") != null);
+        for (&late) |*slot| {
+            const client = if (slot.*) |*c| c else continue;
+            if (client.readResponse(testing.allocator, .{})) |answer| {
+                defer answer.deinit(testing.allocator);
+                std.debug.print("a connection made after SIGTERM got {d}\n", .{answer.status});
+                return error.AnsweredAfterStop;
+            } else |err| switch (err) {
+                error.Closed, error.ReadFailed => {}, // reset or closed, never answered
+                else => return err,
+            }
+        }
+        const term = try started.child.wait(io);
+        exited = true;
+        const exit_ms = (nowUs() - held_done_us) / 1000;
+        try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, term);
+        // shutdown_timeout_ms is 10 s: the exit must follow the last request, not the timeout.
+        errdefer std.debug.print("exited {d} ms after the held request was answered\n", .{exit_ms});
+        try testing.expect(exit_ms < 5_000);
+        try testing.expectError(error.ConnectFailed, Client.connect(started.port, 1000));
+    }
+}
+
 test "curl as a real client: keep-alive, POST, HEAD and chunked upload" {
     const io = testing.io;
     for (engines) |kind| {
@@ -625,6 +725,12 @@ const Sleepy = struct {
 fn sleepMs(ms: u64) void {
     const ts: linux.timespec = .{ .sec = @intCast(ms / 1000), .nsec = @intCast((ms % 1000) * std.time.ns_per_ms) };
     _ = linux.nanosleep(&ts, null);
+}
+
+fn nowUs() u64 {
+    var ts: linux.timespec = undefined;
+    _ = linux.clock_gettime(.MONOTONIC, &ts);
+    return @as(u64, @intCast(ts.sec)) * 1_000_000 + @as(u64, @intCast(ts.nsec)) / 1000;
 }
 
 fn readable(client: *Client) bool {

@@ -8,15 +8,14 @@ const linux = std.os.linux;
 const socket = @import("socket.zig");
 const engine = @import("../engine.zig");
 const blocking_io = @import("blocking_io.zig");
-const Blocking = @import("Blocking.zig");
 const Worker = @import("../Worker.zig");
 
 const log = std.log.scoped(.saker);
 
-/// Accepts on `listener` until the server stops, then waits for the connection threads.
+/// Accepts on `listener` until the server stops, then waits for the connection threads. The
+/// listener stays open (the server closes it).
 pub fn run(shared: *engine.Shared, listener: socket.Listener) void {
     defer waitForConnections(shared);
-    defer listener.close();
     const control = shared.control;
     var next_tick_ms: u64 = 0;
     while (!control.stopRequested()) {
@@ -26,28 +25,24 @@ pub fn run(shared: *engine.Shared, listener: socket.Listener) void {
         };
         // Wakes at least once per tick interval so the handler's tick hook runs when idle.
         _ = posix.poll(&fds, Worker.tick_interval_ms) catch |err| {
-            log.err("poll: {t}", .{err});
-            return;
+            engine.pauseAccepting(control, err);
+            continue;
         };
         shared.tick(&next_tick_ms);
         if (fds[1].revents != 0) break;
         if (fds[0].revents == 0) continue;
         const fd = socket.accept(listener.fd, false) catch |err| switch (err) {
             error.WouldBlock, error.Interrupted, error.ConnectionAborted => continue,
-            error.SystemResources => {
-                log.warn("accept: out of file descriptors or memory; pausing accepts for 100 ms", .{});
-                Blocking.pollSleep(control, 100);
+            error.SystemResources, error.ListenerClosed, error.Unexpected => {
+                engine.pauseAccepting(control, err);
                 continue;
             },
-            error.ListenerClosed, error.Unexpected => return,
         };
         start(shared, fd);
     }
-    // Connections the kernel already completed get their requests answered.
-    for (0..shared.config.backlog) |_| {
-        const fd = socket.accept(listener.fd, false) catch break;
-        start(shared, fd);
-    }
+    // Connections the kernel had completed when the server stopped get their requests
+    // answered (see `engine.Door`).
+    for (control.takeDoorstep(listener.fd)) |fd| start(shared, fd);
 }
 
 fn start(shared: *engine.Shared, fd: linux.fd_t) void {

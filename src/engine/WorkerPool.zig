@@ -62,9 +62,9 @@ fn serveLoop(pool: *WorkerPool) void {
     }
 }
 
-/// An acceptor: accepts on `listener` and queues connections until the server stops.
+/// An acceptor: accepts on `listener` and queues connections until the server stops. The
+/// listener stays open (the server closes it).
 pub fn accept(pool: *WorkerPool, listener: socket.Listener) void {
-    defer listener.close();
     const control = pool.shared.control;
     var next_tick_ms: u64 = 0;
     while (!control.stopRequested()) {
@@ -74,25 +74,21 @@ pub fn accept(pool: *WorkerPool, listener: socket.Listener) void {
         };
         // Wakes at least once per tick interval so the handler's tick hook runs when idle.
         _ = posix.poll(&fds, Worker.tick_interval_ms) catch |err| {
-            log.err("poll: {t}", .{err});
-            return;
+            engine.pauseAccepting(control, err);
+            continue;
         };
         pool.shared.tick(&next_tick_ms);
         if (fds[1].revents != 0) break;
         if (fds[0].revents == 0) continue;
         const fd = socket.accept(listener.fd, false) catch |err| switch (err) {
             error.WouldBlock, error.Interrupted, error.ConnectionAborted => continue,
-            error.SystemResources => {
-                log.warn("accept: out of file descriptors or memory; pausing accepts for 100 ms", .{});
-                Blocking.pollSleep(control, 100);
+            error.SystemResources, error.ListenerClosed, error.Unexpected => {
+                engine.pauseAccepting(control, err);
                 continue;
             },
-            error.ListenerClosed, error.Unexpected => return,
         };
         pool.queue.put(fd) catch return engine.refuse(fd);
     }
-    for (0..pool.shared.config.backlog) |_| {
-        const fd = socket.accept(listener.fd, false) catch break;
-        pool.queue.put(fd) catch return engine.refuse(fd);
-    }
+    // Connections the kernel had completed when the server stopped (see `engine.Door`).
+    for (control.takeDoorstep(listener.fd)) |fd| pool.queue.put(fd) catch engine.refuse(fd);
 }
