@@ -574,6 +574,34 @@ test "SIGTERM: connections made after the signal get no answer; the exit follows
     }
 }
 
+test "SIGTERM twice: the process exits at once with status 1, even with a request in flight" {
+    const io = testing.io;
+    for (engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        var started = try spawnLogged(build_options.echo_exe, kind);
+        var exited = false;
+        defer if (!exited) { // a check failed before the exit
+            _ = linux.kill(started.child.id.?, linux.SIG.KILL);
+            _ = started.child.wait(io) catch {};
+        };
+        var held = try holdRequest(started.port);
+        defer held.close();
+        _ = linux.kill(started.child.id.?, linux.SIG.TERM);
+        try waitForLog(&started.child, "signal received", 10_000);
+        // Let the first shutdown reach its waits (engines, pools), then insist.
+        sleepMs(300);
+        _ = linux.kill(started.child.id.?, linux.SIG.TERM);
+        const second_us = nowUs();
+        const term = try started.child.wait(io);
+        exited = true;
+        const exit_ms = (nowUs() - second_us) / 1000;
+        try testing.expectEqual(std.process.Child.Term{ .exited = 1 }, term);
+        // Well before shutdown_timeout_ms (10 s).
+        errdefer std.debug.print("exited {d} ms after the second signal\n", .{exit_ms});
+        try testing.expect(exit_ms < 5_000);
+    }
+}
+
 test "curl as a real client: keep-alive, POST, HEAD and chunked upload" {
     const io = testing.io;
     for (engines) |kind| {
