@@ -321,9 +321,11 @@ pub fn Server(comptime Handler: type) type {
             };
         }
 
-        /// Serves until `stop` is called; returns after in-flight requests are done. Returns
-        /// `error.EngineFailed` if an engine could not go on (the log says why) and stopped
-        /// the server.
+        /// Serves until `stop` is called; returns after in-flight requests are done (or
+        /// closed at `shutdown_timeout_ms`). A handler is never interrupted: on the thread
+        /// engines (`blocking`, `thread_per_connection`, `worker_pool`) `serve` returns once
+        /// the last running handler has. Returns `error.EngineFailed` if an engine could not
+        /// go on (the log says why) and stopped the server.
         pub fn serve(server: *ServerOfHandler) !void {
             const threads = try server.start();
             defer server.gpa.free(threads);

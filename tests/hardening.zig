@@ -447,3 +447,41 @@ test "accept errors: accepting pauses and resumes once the listener works again"
         try testing.expectEqualStrings("GET /again body=", response.body);
     }
 }
+
+/// A handler that takes its time on `/slow`, recording when it started and finished.
+const Slow = struct {
+    started: std.atomic.Value(bool) = .init(false),
+    finished: std.atomic.Value(bool) = .init(false),
+
+    pub fn handle(slow: *Slow, req: *saker.Request, res: *saker.Response) !void {
+        if (std.mem.eql(u8, req.path, "/slow")) {
+            slow.started.store(true, .release);
+            sleepMs(2_500);
+            slow.finished.store(true, .release);
+        }
+        res.setBody("done");
+    }
+};
+
+test "shutdown: serve returns only after every connection thread is done, past the timeout" {
+    // A connection thread still running after `serve` returned would use the server's memory
+    // after `deinit`: the thread engines wait for their threads, however long a handler takes.
+    for ([_]saker.engine.Kind{ .blocking, .thread_per_connection, .worker_pool }) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try ServerThread(Slow).start(kind, .{ .shutdown_timeout_ms = 100 });
+        var client = try Client.connect(running.port(), 10_000);
+        defer client.close();
+        try client.send("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n");
+        for (0..500) |_| {
+            if (running.handler.started.load(.acquire)) break;
+            sleepMs(10);
+        }
+        try testing.expect(running.handler.started.load(.acquire));
+        running.server.stop();
+        running.thread.join();
+        const finished = running.handler.finished.load(.acquire);
+        running.server.deinit();
+        testing.allocator.destroy(running);
+        try testing.expect(finished);
+    }
+}

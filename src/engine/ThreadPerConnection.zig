@@ -71,15 +71,18 @@ fn connectionMain(shared: *engine.Shared, fd: linux.fd_t) void {
     blocking_io.serveConnection(&worker, fd, null, shared.control, &drain_deadline_ms);
 }
 
-/// Waits until every connection thread has finished (they finish their requests and close
-/// within `shutdown_timeout_ms` of the stop).
+/// Waits until every connection thread has finished. They close their connections by
+/// `shutdown_timeout_ms` after the stop, but a handler is never interrupted: one still running
+/// is waited for (the threads use the server's memory, which must outlive them). `run` exits
+/// the process if that takes too long (see `Server.run`).
 fn waitForConnections(shared: *engine.Shared) void {
     var waited_ms: u64 = 0;
-    const limit_ms = @as(u64, shared.config.shutdown_timeout_ms) + 1000;
+    var warned = false;
+    const warn_after_ms = @as(u64, shared.config.shutdown_timeout_ms) + 1000;
     while (shared.connections.load(.acquire) > 0) : (waited_ms += 5) {
-        if (waited_ms >= limit_ms) {
-            log.warn("shutdown: {d} connection threads still running", .{shared.connections.load(.acquire)});
-            return;
+        if (waited_ms >= warn_after_ms and !warned) {
+            log.warn("shutdown: {d} connection threads still busy in their handlers; waiting for them", .{shared.connections.load(.acquire)});
+            warned = true;
         }
         var none: [0]posix.pollfd = .{};
         _ = posix.poll(&none, 5) catch {};
