@@ -268,7 +268,7 @@ pub fn Server(comptime Handler: type) type {
         /// Asks the server to stop: connections made from now on are refused (those the
         /// kernel had already completed are answered, with `Connection: close`); in-flight
         /// requests finish (up to `shutdown_timeout_ms`), then `serve` returns. Safe from any
-        /// thread.
+        /// thread; with `processes > 1`, stops the children too.
         pub fn stop(server: *ServerOfHandler) void {
             server.control.stop();
         }
@@ -371,7 +371,11 @@ pub fn Server(comptime Handler: type) type {
             defer _ = linux.close(signal_fd);
             if (options.ready) |ready| ready.call(ready.context, server.bound_port);
             if (server.config.processes > 1) {
-                try Prefork.run(server.gpa, server.config.processes, signal_fd, server.config.shutdown_timeout_ms, childMain, server);
+                try Prefork.run(server.gpa, server.config.processes, .{
+                    .signal_fd = signal_fd,
+                    .wake_fd = server.control.wake_fd,
+                    .shutdown_timeout_ms = server.config.shutdown_timeout_ms,
+                }, childMain, server);
                 return;
             }
             try server.runUntilSignal(signal_fd);
@@ -379,7 +383,10 @@ pub fn Server(comptime Handler: type) type {
 
         fn childMain(context: *anyopaque) u8 {
             const server: *ServerOfHandler = @ptrCast(@alignCast(context));
-            // A fresh signalfd: the parent's is shared with it across fork.
+            // A fresh stop event and signalfd: the parent's are shared with it across fork,
+            // and this child's stop must reach neither its siblings nor the parent.
+            server.control.deinit();
+            server.control = engine.Control.init(server.config.shutdown_timeout_ms) catch return 1;
             var mask = posix.sigemptyset();
             posix.sigaddset(&mask, .INT);
             posix.sigaddset(&mask, .TERM);

@@ -835,8 +835,13 @@ test "handler pool: responses stream while the handler runs, and pipelining keep
 }
 
 fn childPids(parent: linux.pid_t, out: []linux.pid_t) ![]linux.pid_t {
+    return taskChildPids(parent, parent, out);
+}
+
+/// The children forked by thread `tid` of process `pid`.
+fn taskChildPids(pid: linux.pid_t, tid: linux.pid_t, out: []linux.pid_t) ![]linux.pid_t {
     var path: [64]u8 = undefined;
-    const file_path = try std.mem.print(&path, "/proc/{d}/task/{d}/children", .{ parent, parent });
+    const file_path = try std.mem.print(&path, "/proc/{d}/task/{d}/children", .{ pid, tid });
     var buffer: [256]u8 = undefined;
     const text = std.Io.Dir.cwd().readFile(testing.io, file_path, &buffer) catch return out[0..0];
     var n: usize = 0;
@@ -894,6 +899,123 @@ test "processes: children serve the port, a crashed one is replaced, SIGTERM sto
     const term = try child.wait(io);
     try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, term);
     try testing.expectError(error.ConnectFailed, Client.connect(port, 1000));
+}
+
+/// Whether process `pid` has exited (gone, or a zombie waiting for its new parent).
+fn processGone(pid: linux.pid_t) bool {
+    var path: [64]u8 = undefined;
+    const file_path = std.mem.print(&path, "/proc/{d}/stat", .{pid}) catch return false;
+    var buffer: [512]u8 = undefined;
+    const text = std.Io.Dir.cwd().readFile(testing.io, file_path, &buffer) catch return true;
+    const after_name = std.mem.findScalarLast(u8, text, ')') orelse return false;
+    return text.len > after_name + 2 and text[after_name + 2] == 'Z';
+}
+
+test "processes: the children exit when the parent is killed" {
+    const io = testing.io;
+    var child = try std.process.spawn(io, .{
+        .argv = &.{ build_options.echo_exe, "--port", "0", "--processes", "2", "--workers", "1" },
+        .stdout = .pipe,
+        .stderr = .ignore,
+    });
+    var buffer: [256]u8 = undefined;
+    var reader = child.stdout.?.readerStreaming(io, &buffer);
+    const line = reader.interface.takeDelimiterExclusive('\n') catch |err| {
+        child.kill(io);
+        return err;
+    };
+    const port = try std.fmt.parseInt(u16, line["listening on http://127.0.0.1:".len..], 10);
+    var pids_buffer: [8]linux.pid_t = undefined;
+    var pids = try childPids(child.id.?, &pids_buffer);
+    for (0..250) |_| {
+        if (pids.len == 2) break;
+        sleepMs(20);
+        pids = try childPids(child.id.?, &pids_buffer);
+    }
+    // Whatever happens below, no child outlives the test.
+    defer for (pids) |pid| if (!processGone(pid)) {
+        _ = linux.kill(pid, linux.SIG.KILL);
+    };
+    _ = linux.kill(child.id.?, linux.SIG.KILL);
+    const term = try child.wait(io);
+    try testing.expectEqual(std.process.Child.Term{ .signal = .KILL }, term);
+    try testing.expectEqual(@as(usize, 2), pids.len);
+    for (pids) |pid| {
+        var gone = processGone(pid);
+        for (0..500) |_| {
+            if (gone) break;
+            sleepMs(20);
+            gone = processGone(pid);
+        }
+        errdefer std.debug.print("process {d} outlived its parent\n", .{pid});
+        try testing.expect(gone);
+    }
+    try testing.expectError(error.ConnectFailed, Client.connect(port, 1000));
+}
+
+/// Runs a prefork server on its own thread (`run` forks from it).
+const PreforkThread = struct {
+    server: *saker.Server(TestHandler),
+    /// The thread's id, so a test can signal it (it blocks SIGINT/SIGTERM for `run`).
+    tid: std.atomic.Value(linux.pid_t) = .init(0),
+    returned: std.atomic.Value(bool) = .init(false),
+    failed: bool = false,
+
+    fn main(runner: *PreforkThread) void {
+        runner.tid.store(linux.gettid(), .release);
+        runner.server.run() catch {
+            runner.failed = true;
+        };
+        runner.returned.store(true, .release);
+    }
+};
+
+test "processes: server.stop() from another thread stops the children and run returns" {
+    var handler: TestHandler = .{};
+    // Not the testing allocator: the children are forks of this process, and a fork must not
+    // inherit a lock another thread holds.
+    var server = try saker.Server(TestHandler).init(std.heap.page_allocator, &handler, .{
+        .host = "127.0.0.1",
+        .port = 0,
+        .processes = 2,
+        .workers = 1,
+        .engine = .epoll,
+    });
+    defer server.deinit();
+    const port = server.port();
+    var runner: PreforkThread = .{ .server = &server };
+    const thread = try std.Thread.spawn(.{}, PreforkThread.main, .{&runner});
+    var served = false;
+    for (0..500) |_| {
+        if (Client.fetch(testing.allocator, port, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")) |response| {
+            response.deinit(testing.allocator);
+            served = true;
+            break;
+        } else |_| sleepMs(20);
+    }
+    var pids_buffer: [8]linux.pid_t = undefined;
+    var pids = try taskChildPids(linux.getpid(), runner.tid.load(.acquire), &pids_buffer);
+    for (0..250) |_| {
+        if (pids.len == 2) break;
+        sleepMs(20);
+        pids = try taskChildPids(linux.getpid(), runner.tid.load(.acquire), &pids_buffer);
+    }
+    server.stop();
+    var returned = false;
+    for (0..1000) |_| {
+        returned = runner.returned.load(.acquire);
+        if (returned) break;
+        sleepMs(10);
+    }
+    // If stop() did nothing, a signal to the server's thread ends `run`, so the test fails
+    // instead of hanging.
+    if (!returned) _ = linux.tgkill(linux.getpid(), runner.tid.load(.acquire), .TERM);
+    thread.join();
+    try testing.expect(served);
+    try testing.expectEqual(@as(usize, 2), pids.len);
+    try testing.expect(returned);
+    try testing.expect(!runner.failed);
+    for (pids) |pid| try testing.expect(processGone(pid));
 }
 
 test {
