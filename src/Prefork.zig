@@ -1,10 +1,11 @@
 //! Prefork: the parent process forks `processes` children that each run the server's engines
 //! on the listeners they inherit (one shared port), then supervises them. A child that dies
 //! other than by the parent's request is replaced (at most one restart per `restart_delay_ms`
-//! per child, so a child that crashes at once cannot spin the machine). SIGINT/SIGTERM are
-//! forwarded as SIGTERM; the parent waits for the children to finish their in-flight
-//! requests, kills what is left after the shutdown timeout, and returns. A second signal kills
-//! the children at once and exits with status 1.
+//! per child, so a child that crashes at once cannot spin the machine). SIGINT/SIGTERM (and
+//! `Server.stop`, through the stop event) are forwarded as SIGTERM; the parent waits for the
+//! children to finish their in-flight requests, kills what is left after the shutdown timeout,
+//! and returns. A second signal kills the children at once and exits with status 1. A child
+//! whose parent dies (killed, crashed) gets SIGTERM and shuts down too.
 const std = @import("std");
 const linux = std.os.linux;
 const posix = std.posix;
@@ -21,6 +22,17 @@ const restart_delay_ms = 500;
 children: []Child,
 child_main: ChildMain,
 context: *anyopaque,
+/// The supervising process, which the children watch.
+parent_pid: linux.pid_t,
+
+/// What the parent watches, and how long the children get to finish.
+pub const Options = struct {
+    /// Must watch SIGINT and SIGTERM, blocked in this thread.
+    signal_fd: linux.fd_t,
+    /// The server's stop event (`engine.Control.wake_fd`): readable once `stop` was called.
+    wake_fd: linux.fd_t,
+    shutdown_timeout_ms: u32,
+};
 
 const Child = struct {
     pid: linux.pid_t = 0,
@@ -29,14 +41,19 @@ const Child = struct {
 };
 
 /// Forks `count` children running `child_main(context)` and supervises them until a signal
-/// arrives on `signal_fd` (which must watch SIGINT and SIGTERM, blocked in this thread).
-/// Assumes no other thread exists (fork copies only the calling thread).
-pub fn run(gpa: std.mem.Allocator, count: u16, signal_fd: linux.fd_t, shutdown_timeout_ms: u32, child_main: ChildMain, context: *anyopaque) !void {
+/// arrives or the server is stopped (see `Options`). Assumes no other thread exists (fork
+/// copies only the calling thread).
+pub fn run(gpa: std.mem.Allocator, count: u16, options: Options, child_main: ChildMain, context: *anyopaque) !void {
     const children = try gpa.alloc(Child, count);
     defer gpa.free(children);
     @memset(children, .{});
-    var prefork: Prefork = .{ .children = children, .child_main = child_main, .context = context };
-    try prefork.supervise(signal_fd, shutdown_timeout_ms);
+    var prefork: Prefork = .{
+        .children = children,
+        .child_main = child_main,
+        .context = context,
+        .parent_pid = linux.getpid(),
+    };
+    try prefork.supervise(options);
 }
 
 fn nowMs() u64 {
@@ -55,28 +72,42 @@ fn spawn(prefork: *Prefork, child: *Child) void {
             return;
         },
     }
-    if (rc == 0) std.process.exit(prefork.child_main(prefork.context));
+    if (rc == 0) {
+        // Should the parent die without stopping this child (SIGKILL, a crash), SIGTERM
+        // shuts the child down gracefully instead of leaving it to serve alone.
+        _ = linux.prctl(@backingInt(linux.PR.SET_PDEATHSIG), @backingInt(linux.SIG.TERM), 0, 0, 0);
+        if (linux.getppid() != prefork.parent_pid) std.process.exit(0); // it died before the prctl
+        std.process.exit(prefork.child_main(prefork.context));
+    }
     child.pid = @intCast(rc);
     child.start_after_ms = nowMs() + restart_delay_ms;
 }
 
-fn supervise(prefork: *Prefork, signal_fd: linux.fd_t, shutdown_timeout_ms: u32) !void {
+fn supervise(prefork: *Prefork, options: Options) !void {
     for (prefork.children) |*child| prefork.spawn(child);
     var stopping = false;
     var kill_at_ms: u64 = std.math.maxInt(u64);
     while (true) {
-        var fds = [_]posix.pollfd{.{ .fd = signal_fd, .events = posix.POLL.IN, .revents = 0 }};
+        var fds = [_]posix.pollfd{
+            .{ .fd = options.signal_fd, .events = posix.POLL.IN, .revents = 0 },
+            // The stop event stays readable: watched only until the stop begins.
+            .{ .fd = if (stopping) -1 else options.wake_fd, .events = posix.POLL.IN, .revents = 0 },
+        };
         if (try posix.poll(&fds, 100) > 0) {
-            var info: linux.signalfd_siginfo = undefined;
-            _ = posix.read(signal_fd, std.mem.asBytes(&info)) catch {};
-            if (stopping) {
-                log.warn("second signal: killing the children now", .{});
-                prefork.signalAll(.KILL);
-                std.process.exit(1);
+            if (fds[0].revents != 0) {
+                var info: linux.signalfd_siginfo = undefined;
+                _ = posix.read(options.signal_fd, std.mem.asBytes(&info)) catch {};
+                if (stopping) {
+                    log.warn("second signal: killing the children now", .{});
+                    prefork.signalAll(.KILL);
+                    std.process.exit(1);
+                }
+                log.info("signal received: stopping {d} processes", .{prefork.children.len});
+            } else {
+                log.info("stop requested: stopping {d} processes", .{prefork.children.len});
             }
             stopping = true;
-            kill_at_ms = nowMs() + shutdown_timeout_ms + 1000;
-            log.info("signal received: stopping {d} processes", .{prefork.children.len});
+            kill_at_ms = nowMs() + options.shutdown_timeout_ms + 1000;
             prefork.signalAll(.TERM);
         }
         prefork.reap(stopping);

@@ -187,10 +187,12 @@ pub fn Server(comptime Handler: type) type {
         workers: []Worker,
         connections_per_worker: u32,
         bound_port: u16,
-        /// Whether the engines took ownership of the listeners.
+        /// Whether serving started (a server serves once).
         served: bool = false,
-        /// Engine threads still running.
-        running: std.atomic.Value(u32) = .init(0),
+        /// One per listener while serving: what `stop` takes from it (see `engine.Door`).
+        doors: []engine.Door = &.{},
+        /// The doors' room for taken connections, in one allocation.
+        doorsteps: []linux.fd_t = &.{},
         /// Heap bytes the server may still take beyond its pools (all workers share it).
         budget: Arena.Budget,
         /// What thread-based engines share (set up when serving starts).
@@ -259,7 +261,7 @@ pub fn Server(comptime Handler: type) type {
 
         /// Closes what `init` opened. Asserts `serve`/`run` returned (if it was called).
         pub fn deinit(server: *ServerOfHandler) void {
-            if (!server.served) for (server.listeners) |l| l.close();
+            for (server.listeners) |l| l.close();
             server.gpa.free(server.listeners);
             server.control.deinit();
             server.* = undefined;
@@ -270,8 +272,10 @@ pub fn Server(comptime Handler: type) type {
             return server.bound_port;
         }
 
-        /// Asks the server to stop: no new connections; in-flight requests finish (up to
-        /// `shutdown_timeout_ms`), then `serve` returns. Safe from any thread.
+        /// Asks the server to stop: connections made from now on are refused (those the
+        /// kernel had already completed are answered, with `Connection: close`); in-flight
+        /// requests finish (up to `shutdown_timeout_ms`), then `serve` returns. Safe from any
+        /// thread; with `processes > 1`, stops the children too.
         pub fn stop(server: *ServerOfHandler) void {
             server.control.stop();
         }
@@ -324,16 +328,23 @@ pub fn Server(comptime Handler: type) type {
             };
         }
 
-        /// Serves until `stop` is called; returns after in-flight requests are done.
+        /// Serves until `stop` is called; returns after in-flight requests are done (or
+        /// closed at `shutdown_timeout_ms`). A handler is never interrupted: on the thread
+        /// engines (`blocking`, `thread_per_connection`, `worker_pool`) `serve` returns once
+        /// the last running handler has. Returns `error.EngineFailed` if an engine could not
+        /// go on (the log says why) and stopped the server.
         pub fn serve(server: *ServerOfHandler) !void {
             const threads = try server.start();
             defer server.gpa.free(threads);
             for (threads) |thread| thread.join();
             server.finish();
+            if (server.control.hasFailed()) return error.EngineFailed;
         }
 
         /// Serves until SIGINT or SIGTERM (or `stop`), then shuts down gracefully and returns.
-        /// A second signal during the shutdown exits the process at once (status 1).
+        /// A second signal during the shutdown exits the process at once (status 1), and so
+        /// does a shutdown still busy 1 s after `shutdown_timeout_ms` (a handler that does
+        /// not return).
         /// With `config.processes > 1` the process forks that many children which serve on the
         /// shared port, restarts any that crash, and passes the signals on (see Prefork.zig);
         /// call it before starting threads of your own.
@@ -367,7 +378,11 @@ pub fn Server(comptime Handler: type) type {
             defer _ = linux.close(signal_fd);
             if (options.ready) |ready| ready.call(ready.context, server.bound_port);
             if (server.config.processes > 1) {
-                try Prefork.run(server.gpa, server.config.processes, signal_fd, server.config.shutdown_timeout_ms, childMain, server);
+                try Prefork.run(server.gpa, server.config.processes, .{
+                    .signal_fd = signal_fd,
+                    .wake_fd = server.control.wake_fd,
+                    .shutdown_timeout_ms = server.config.shutdown_timeout_ms,
+                }, childMain, server);
                 return;
             }
             try server.runUntilSignal(signal_fd);
@@ -375,7 +390,13 @@ pub fn Server(comptime Handler: type) type {
 
         fn childMain(context: *anyopaque) u8 {
             const server: *ServerOfHandler = @ptrCast(@alignCast(context));
-            // A fresh signalfd: the parent's is shared with it across fork.
+            // A fresh stop event and signalfd: the parent's are shared with it across fork,
+            // and this child's stop must reach neither its siblings nor the parent.
+            server.control.deinit();
+            server.control = engine.Control.init(.{
+                .shutdown_timeout_ms = server.config.shutdown_timeout_ms,
+                .connections_max = server.config.connections_max,
+            }) catch return 1;
             var mask = posix.sigemptyset();
             posix.sigaddset(&mask, .INT);
             posix.sigaddset(&mask, .TERM);
@@ -390,26 +411,41 @@ pub fn Server(comptime Handler: type) type {
         fn runUntilSignal(server: *ServerOfHandler, signal_fd: linux.fd_t) !void {
             const threads = try server.start();
             defer server.gpa.free(threads);
-            var fds = [_]posix.pollfd{
-                .{ .fd = signal_fd, .events = posix.POLL.IN, .revents = 0 },
-                .{ .fd = server.control.wake_fd, .events = posix.POLL.IN, .revents = 0 },
-            };
-            _ = try posix.poll(&fds, -1);
-            if (fds[0].revents != 0) {
-                readSignal(signal_fd);
+            if (waitForStop(signal_fd, server.control.wake_fd)) {
                 log.info("signal received: finishing in-flight requests (up to {d} ms)", .{server.config.shutdown_timeout_ms});
             }
             server.control.stop();
-            // Wait for the engines while watching for a second signal.
-            while (server.running.load(.acquire) > 0) {
-                var signal_only = [_]posix.pollfd{.{ .fd = signal_fd, .events = posix.POLL.IN, .revents = 0 }};
-                if (try posix.poll(&signal_only, 20) > 0) {
-                    log.warn("second signal: exiting now", .{});
-                    std.process.exit(1);
-                }
-            }
+            // Another thread watches for a second signal (and the deadline) while this one
+            // waits for the engines and the pools, however those waits go.
+            var watch: ShutdownWatch = .{
+                .signal_fd = signal_fd,
+                .deadline_ms = engine.monotonicMs() + server.control.remainingMs() + ShutdownWatch.grace_ms,
+            };
+            const watcher = watch.start();
             for (threads) |thread| thread.join();
             server.finish();
+            if (watcher) |thread| watch.finish(thread);
+            if (server.control.hasFailed()) return error.EngineFailed;
+        }
+
+        /// Waits for a signal (true) or a `stop` (false).
+        fn waitForStop(signal_fd: linux.fd_t, wake_fd: linux.fd_t) bool {
+            while (true) {
+                var fds = [_]posix.pollfd{
+                    .{ .fd = signal_fd, .events = posix.POLL.IN, .revents = 0 },
+                    .{ .fd = wake_fd, .events = posix.POLL.IN, .revents = 0 },
+                };
+                _ = posix.poll(&fds, -1) catch |err| {
+                    log.warn("poll: {t}; retrying", .{err});
+                    sleepMs(100);
+                    continue;
+                };
+                if (fds[0].revents != 0) {
+                    readSignal(signal_fd);
+                    return true;
+                }
+                if (fds[1].revents != 0) return false;
+            }
         }
 
         fn readSignal(signal_fd: linux.fd_t) void {
@@ -417,12 +453,14 @@ pub fn Server(comptime Handler: type) type {
             _ = posix.read(signal_fd, std.mem.asBytes(&info)) catch {};
         }
 
-        /// Creates the workers and starts one engine thread per listener.
-        /// Creates the workers (or the pool) and starts one engine thread per listener.
+        /// Creates the workers (or the pool) and the doors, and starts one engine thread per
+        /// listener.
         fn start(server: *ServerOfHandler) ![]std.Thread {
             assert(!server.served);
             std.process.raiseFileDescriptorLimit();
             ignoreSigpipe();
+            try server.openDoors();
+            errdefer server.retireDoors();
             server.shared = .{
                 .gpa = server.gpa,
                 .config = &server.config,
@@ -469,21 +507,49 @@ pub fn Server(comptime Handler: type) type {
             errdefer server.gpa.free(threads);
             server.served = true;
             for (threads, 0..) |*thread, i| {
-                _ = server.running.fetchAdd(1, .acq_rel);
                 thread.* = std.Thread.spawn(.{}, engineMain, .{ server, i }) catch |err| {
                     // Threads already started stop with the rest.
-                    _ = server.running.fetchSub(1, .acq_rel);
                     server.control.stop();
                     for (threads[0..i]) |t| t.join();
-                    for (server.listeners[i..]) |l| l.close();
                     return err;
                 };
             }
             return threads;
         }
 
+        /// Sets up a door per listener for `stop` (see `engine.Door`).
+        fn openDoors(server: *ServerOfHandler) !void {
+            const count = server.listeners.len;
+            // The kernel queues at most backlog + 1 connections (capped by somaxconn).
+            const per_door = @as(usize, @min(server.config.backlog, std.math.maxInt(u16))) + 1;
+            server.doors = try server.gpa.alloc(engine.Door, count);
+            errdefer server.gpa.free(server.doors);
+            server.doorsteps = try server.gpa.alloc(linux.fd_t, count * per_door);
+            for (server.doors, server.listeners, 0..) |*door, listener, i| door.* = .{
+                .listener_fd = listener.fd,
+                // Other processes share the listeners: shutting one down would stop them too.
+                .shut = server.config.processes == 1,
+                .nonblocking = switch (server.config.engine) {
+                    .epoll, .io_uring => true,
+                    .blocking, .thread_per_connection, .worker_pool => false,
+                },
+                .doorstep = server.doorsteps[i * per_door ..][0..per_door],
+            };
+            server.control.openDoors(server.doors);
+        }
+
+        /// Takes the doors back once the engines returned, closing connections no engine took.
+        fn retireDoors(server: *ServerOfHandler) void {
+            for (server.control.retireDoors()) |door| {
+                for (door.doorstep[0..door.taken]) |fd| socket.close(fd);
+            }
+            server.gpa.free(server.doorsteps);
+            server.gpa.free(server.doors);
+            server.doorsteps = &.{};
+            server.doors = &.{};
+        }
+
         fn engineMain(server: *ServerOfHandler, index: usize) void {
-            defer _ = server.running.fetchSub(1, .acq_rel);
             const listener = server.listeners[index];
             switch (server.config.engine) {
                 .epoll => engine.Epoll.run(&server.workers[index], listener, &server.control, server.connections_per_worker),
@@ -509,9 +575,11 @@ pub fn Server(comptime Handler: type) type {
         }
 
         fn finish(server: *ServerOfHandler) void {
+            server.retireDoors();
             if (server.config.engine == .worker_pool) server.pool.stop();
             if (server.handler_pool_started) {
-                if (!server.handler_pool.stop(server.config.shutdown_timeout_ms)) {
+                // What is left of the shutdown timeout: the engines used the rest.
+                if (!server.handler_pool.stop(server.control.remainingMs())) {
                     for (server.workers) |*worker| worker.abandoned = true;
                 }
                 server.handler_pool_started = false;
@@ -526,6 +594,70 @@ pub fn Server(comptime Handler: type) type {
             server.workers = &.{};
         }
     };
+}
+
+/// During a shutdown under `run`: a thread that ends the process on a second signal, or when
+/// the shutdown outlasts `shutdown_timeout_ms` by `grace_ms` (a handler that does not return
+/// keeps its thread, and `serve`, waiting).
+const ShutdownWatch = struct {
+    signal_fd: linux.fd_t,
+    /// When the process exits anyway (monotonic clock).
+    deadline_ms: u64,
+    /// Readable once the shutdown is over.
+    done_fd: linux.fd_t = -1,
+
+    /// Time given beyond `shutdown_timeout_ms` for closing connections and joining threads.
+    const grace_ms = 1000;
+
+    /// Starts the watching thread; null (logged) if it cannot.
+    fn start(watch: *ShutdownWatch) ?std.Thread {
+        watch.done_fd = engine.eventfd() catch |err| {
+            log.warn("cannot watch for a second signal during the shutdown: {t}", .{err});
+            return null;
+        };
+        return std.Thread.spawn(.{ .stack_size = 256 * 1024 }, run, .{watch}) catch |err| {
+            log.warn("cannot watch for a second signal during the shutdown: {t}", .{err});
+            _ = linux.close(watch.done_fd);
+            return null;
+        };
+    }
+
+    /// The shutdown is over: stops the watching thread.
+    fn finish(watch: *ShutdownWatch, thread: std.Thread) void {
+        const one: u64 = 1;
+        _ = linux.write(watch.done_fd, std.mem.asBytes(&one), @sizeOf(u64));
+        thread.join();
+        _ = linux.close(watch.done_fd);
+    }
+
+    fn run(watch: *ShutdownWatch) void {
+        while (true) {
+            const now_ms = engine.monotonicMs();
+            if (now_ms >= watch.deadline_ms) {
+                log.err("shutdown: still busy {d} ms after shutdown_timeout_ms (a handler that does not return?); exiting now", .{grace_ms});
+                std.process.exit(1);
+            }
+            var fds = [_]posix.pollfd{
+                .{ .fd = watch.signal_fd, .events = posix.POLL.IN, .revents = 0 },
+                .{ .fd = watch.done_fd, .events = posix.POLL.IN, .revents = 0 },
+            };
+            const wait_ms: i32 = @intCast(@min(watch.deadline_ms - now_ms, 1000));
+            _ = posix.poll(&fds, wait_ms) catch {
+                sleepMs(20);
+                continue;
+            };
+            if (fds[1].revents != 0) return;
+            if (fds[0].revents != 0) {
+                log.warn("second signal: exiting now", .{});
+                std.process.exit(1);
+            }
+        }
+    }
+};
+
+fn sleepMs(ms: u32) void {
+    const pause: linux.timespec = .{ .sec = @intCast(ms / 1000), .nsec = @intCast(@as(u64, ms % 1000) * std.time.ns_per_ms) };
+    _ = linux.nanosleep(&pause, null);
 }
 
 fn ignoreSigpipe() void {

@@ -1,11 +1,14 @@
 //! Engines: the code that waits for sockets and makes the syscalls. Every engine drives the
 //! same sans-I/O `Connection`; `Kind` is what `Config.engine` and `--engine` choose from.
 const std = @import("std");
+const assert = std.debug.assert;
 const linux = std.os.linux;
 const Config = @import("Config.zig");
 const Worker = @import("Worker.zig");
 const Arena = @import("Arena.zig");
 const Connection = @import("Connection.zig");
+
+const log = std.log.scoped(.saker);
 
 pub const socket = @import("engine/socket.zig");
 pub const Epoll = @import("engine/Epoll.zig");
@@ -82,10 +85,16 @@ pub fn refuse(fd: linux.fd_t) void {
 /// any request head that fits in one go; a client still sending a body gets a reset.
 const refuse_reads_max = 4;
 
-/// What a server shares with its engine threads: the stop request and the connection count.
+/// What a server shares with its engine threads: the stop request, the connection count and
+/// the listeners' doors.
 pub const Control = struct {
-    /// Set once when the server should stop accepting, finish in-flight requests and return.
+    /// Set once when the server should stop accepting, finish in-flight requests and return;
+    /// by then the doors are closed.
     stopping: std.atomic.Value(bool) = .init(false),
+    /// Taken by the first `stop`, which closes the doors before it sets `stopping`.
+    stop_claimed: std.atomic.Value(bool) = .init(false),
+    /// An engine could not go on (it said why in the log): the server stops and reports it.
+    failed: std.atomic.Value(bool) = .init(false),
     /// An eventfd that becomes readable (and stays so) when `stopping` is set; every engine
     /// thread watches it.
     wake_fd: linux.fd_t,
@@ -97,6 +106,11 @@ pub const Control = struct {
     connections: std.atomic.Value(u32) = .init(0),
     /// `Config.connections_max`.
     connections_max: u32,
+    /// When the stop was requested (monotonic clock); valid once `stopping` is set.
+    stopped_at_ms: u64 = 0,
+    /// One per listener, while `doors_open` (set up by the server before engines start).
+    doors: []Door = &.{},
+    doors_open: std.atomic.Value(bool) = .init(false),
 
     /// Creates the eventfd.
     pub fn init(options: struct { shutdown_timeout_ms: u32, connections_max: u32 }) error{SystemResources}!Control {
@@ -129,18 +143,138 @@ pub const Control = struct {
         _ = linux.close(control.wake_fd);
     }
 
-    /// Asks every engine thread to stop. Safe from any thread and from a signal handler.
+    /// Hands the listeners' doors to `stop`. Call before the engines start.
+    pub fn openDoors(control: *Control, doors: []Door) void {
+        control.doors = doors;
+        control.doors_open.store(true, .release);
+    }
+
+    /// Takes the doors back (the engines have returned); returns them.
+    pub fn retireDoors(control: *Control) []Door {
+        control.doors_open.store(false, .release);
+        const doors = control.doors;
+        control.doors = &.{};
+        return doors;
+    }
+
+    /// Asks every engine thread to stop: closes the doors (so connections made from now on
+    /// are refused), then wakes the engines. Safe from any thread and from a signal handler;
+    /// only the first call does anything.
     pub fn stop(control: *Control) void {
+        if (control.stop_claimed.swap(true, .acq_rel)) return;
+        if (control.doors_open.load(.acquire)) {
+            for (control.doors) |*door| door.close();
+        }
+        control.stopped_at_ms = monotonicMs();
         control.stopping.store(true, .release);
         const one: u64 = 1;
         _ = linux.write(control.wake_fd, std.mem.asBytes(&one), @sizeOf(u64));
+    }
+
+    /// Stops the server because an engine cannot go on; `serve` then returns an error.
+    pub fn fail(control: *Control) void {
+        control.failed.store(true, .release);
+        control.stop();
     }
 
     /// Whether a stop was requested.
     pub fn stopRequested(control: *const Control) bool {
         return control.stopping.load(.acquire);
     }
+
+    /// Whether an engine failed.
+    pub fn hasFailed(control: *const Control) bool {
+        return control.failed.load(.acquire);
+    }
+
+    /// The connections the door of `listener_fd` took at the stop: the caller, that
+    /// listener's engine, now owns them and answers them. Asserts the stop was requested.
+    pub fn takeDoorstep(control: *Control, listener_fd: linux.fd_t) []const linux.fd_t {
+        assert(control.stopRequested());
+        if (!control.doors_open.load(.acquire)) return &.{};
+        for (control.doors) |*door| {
+            if (door.listener_fd != listener_fd) continue;
+            const fds = door.doorstep[0..door.taken];
+            door.taken = 0;
+            return fds;
+        }
+        return &.{};
+    }
+
+    /// What is left of `shutdown_timeout_ms` since the stop (all of it before the stop).
+    pub fn remainingMs(control: *const Control) u32 {
+        if (!control.stopRequested()) return control.shutdown_timeout_ms;
+        const elapsed = monotonicMs() -| control.stopped_at_ms;
+        return @intCast(@as(u64, control.shutdown_timeout_ms) -| elapsed);
+    }
 };
+
+/// A listener's door, closed once by `Control.stop` at the moment of the stop, on the thread
+/// that asks for it: the connections the kernel had already completed are taken (up to
+/// `doorstep.len`; the listener's engine answers them with `Connection: close`), then the
+/// listener is shut down, so later connections are refused at once instead of waiting in the
+/// accept queue, whatever the engine thread is busy with. The server closes the listener
+/// itself once the engines have returned (never an engine: the stopping thread may still be
+/// using its descriptor).
+pub const Door = struct {
+    listener_fd: linux.fd_t,
+    /// Whether to shut the listener down. Not when other processes share it (prefork): that
+    /// would stop them accepting too; there this process's engines just stop accepting.
+    shut: bool,
+    /// Whether the taken connections are made non-blocking (event engines).
+    nonblocking: bool,
+    /// Room for the connections taken at the stop; `taken` of them are.
+    doorstep: []linux.fd_t,
+    taken: usize = 0,
+
+    fn close(door: *Door) void {
+        // Bounded: each round takes a queued connection or ends the loop.
+        for (0..door.doorstep.len * 2) |_| {
+            if (door.taken == door.doorstep.len) break;
+            const fd = socket.accept(door.listener_fd, door.nonblocking) catch |err| switch (err) {
+                error.Interrupted, error.ConnectionAborted => continue,
+                error.WouldBlock, error.SystemResources, error.ListenerClosed, error.Unexpected => break,
+            };
+            door.doorstep[door.taken] = fd;
+            door.taken += 1;
+        }
+        if (door.shut) socket.shutdownListener(door.listener_fd);
+    }
+};
+
+/// How long accepting pauses after an accept error that may last (out of file descriptors or
+/// memory, an unexpected errno), so the error is not a busy loop: existing connections go on
+/// being served, and accepting resumes when the error clears.
+pub const accept_pause_ms = 100;
+
+/// Logs why accepting pauses for `accept_pause_ms` (once per pause; nothing when the
+/// listener was shut because the server is stopping).
+pub fn logAcceptPause(control: *const Control, err: anyerror) void {
+    if (err == error.ListenerClosed and control.stop_claimed.load(.acquire)) return;
+    if (err == error.SystemResources) {
+        log.warn("accept: out of file descriptors or memory; pausing accepts for {d} ms", .{accept_pause_ms});
+    } else {
+        log.warn("accept: {t}; pausing accepts for {d} ms", .{ err, accept_pause_ms });
+    }
+}
+
+/// `logAcceptPause`, then sleeps `accept_pause_ms`, waking early when the server stops. For
+/// accept loops that wait with `poll`.
+pub fn pauseAccepting(control: *Control, err: anyerror) void {
+    logAcceptPause(control, err);
+    var fds = [_]std.posix.pollfd{.{ .fd = control.wake_fd, .events = std.posix.POLL.IN, .revents = 0 }};
+    _ = std.posix.poll(&fds, accept_pause_ms) catch {
+        const pause: linux.timespec = .{ .sec = 0, .nsec = accept_pause_ms * std.time.ns_per_ms };
+        _ = linux.nanosleep(&pause, null);
+    };
+}
+
+/// Milliseconds on the monotonic clock.
+pub fn monotonicMs() u64 {
+    var now: linux.timespec = undefined;
+    _ = linux.clock_gettime(.MONOTONIC, &now);
+    return @as(u64, @intCast(now.sec)) * 1000 + @as(u64, @intCast(now.nsec)) / std.time.ns_per_ms;
+}
 
 /// The engines saker offers.
 pub const Kind = enum {
@@ -163,12 +297,6 @@ pub const Kind = enum {
 
 test {
     _ = socket;
-}
-
-fn monotonicMs() u64 {
-    var now: linux.timespec = undefined;
-    _ = linux.clock_gettime(.MONOTONIC, &now);
-    return @as(u64, @intCast(now.sec)) * 1000 + @as(u64, @intCast(now.nsec)) / std.time.ns_per_ms;
 }
 
 /// A loopback client connected to `port` (blocking, with a 5 s receive timeout).

@@ -493,3 +493,65 @@ test "soak: memory does not grow over a long keep-alive run" {
         try testing.expect(after_second <= after_first + 256);
     }
 }
+
+test "accept errors: accepting pauses and resumes once the listener works again" {
+    // The listener's descriptor is swapped for an eventfd (readable, so poll wakes and accept
+    // fails with ENOTSOCK), then swapped back. Engines that poll the listener only; epoll and
+    // io_uring registered the socket itself, so the swap is invisible to them.
+    for ([_]saker.engine.Kind{ .blocking, .thread_per_connection, .worker_pool }) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try ServerThread(Echo).start(kind, .{ .workers = 1 });
+        defer running.stop();
+        const listener_fd = running.server.listeners[0].fd;
+        const cloexec: u32 = @bitCast(linux.O{ .CLOEXEC = true });
+        const saved: linux.fd_t = @intCast(linux.dup(listener_fd));
+        defer _ = linux.close(saved);
+        const not_a_socket: linux.fd_t = @intCast(linux.eventfd(1, linux.EFD.CLOEXEC | linux.EFD.NONBLOCK));
+        defer _ = linux.close(not_a_socket);
+        try testing.expectEqual(@as(usize, @intCast(listener_fd)), linux.dup3(not_a_socket, listener_fd, cloexec));
+        // Longer than the accept loop's poll interval (500 ms), so accept fails at least once.
+        sleepMs(1500);
+        try testing.expectEqual(@as(usize, @intCast(listener_fd)), linux.dup3(saved, listener_fd, cloexec));
+        const response = try Client.fetch(testing.allocator, running.port(), "GET /again HTTP/1.1\r\nHost: t\r\n\r\n");
+        defer response.deinit(testing.allocator);
+        try testing.expectEqualStrings("GET /again body=", response.body);
+    }
+}
+
+/// A handler that takes its time on `/slow`, recording when it started and finished.
+const Slow = struct {
+    started: std.atomic.Value(bool) = .init(false),
+    finished: std.atomic.Value(bool) = .init(false),
+
+    pub fn handle(slow: *Slow, req: *saker.Request, res: *saker.Response) !void {
+        if (std.mem.eql(u8, req.path, "/slow")) {
+            slow.started.store(true, .release);
+            sleepMs(2_500);
+            slow.finished.store(true, .release);
+        }
+        res.setBody("done");
+    }
+};
+
+test "shutdown: serve returns only after every connection thread is done, past the timeout" {
+    // A connection thread still running after `serve` returned would use the server's memory
+    // after `deinit`: the thread engines wait for their threads, however long a handler takes.
+    for ([_]saker.engine.Kind{ .blocking, .thread_per_connection, .worker_pool }) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try ServerThread(Slow).start(kind, .{ .shutdown_timeout_ms = 100 });
+        var client = try Client.connect(running.port(), 10_000);
+        defer client.close();
+        try client.send("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n");
+        for (0..500) |_| {
+            if (running.handler.started.load(.acquire)) break;
+            sleepMs(10);
+        }
+        try testing.expect(running.handler.started.load(.acquire));
+        running.server.stop();
+        running.thread.join();
+        const finished = running.handler.finished.load(.acquire);
+        running.server.deinit();
+        testing.allocator.destroy(running);
+        try testing.expect(finished);
+    }
+}

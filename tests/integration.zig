@@ -632,6 +632,134 @@ test "SIGTERM: the request in flight is answered, then the process exits 0" {
     }
 }
 
+/// `spawnExample` with the example's log on a pipe, so a test can wait for a log line.
+fn spawnLogged(path: []const u8, kind: saker.engine.Kind) !struct { child: std.process.Child, port: u16 } {
+    const io = testing.io;
+    var child = try std.process.spawn(io, .{
+        .argv = &.{ path, "--port", "0", "--engine", @tagName(kind), "--workers", "2" },
+        .stdout = .pipe,
+        .stderr = .pipe,
+    });
+    errdefer child.kill(io);
+    var buffer: [256]u8 = undefined;
+    var reader = child.stdout.?.readerStreaming(io, &buffer);
+    const line = try reader.interface.takeDelimiterExclusive('\n');
+    const prefix = "listening on http://127.0.0.1:";
+    if (!std.mem.startsWith(u8, line, prefix)) return error.UnexpectedOutput;
+    return .{ .child = child, .port = try std.fmt.parseInt(u16, line[prefix.len..], 10) };
+}
+
+/// Reads `child`'s stderr until `needle` appears (within `timeout_ms`).
+fn waitForLog(child: *std.process.Child, needle: []const u8, timeout_ms: u32) !void {
+    const fd = child.stderr.?.handle;
+    var seen: [8 * 1024]u8 = undefined;
+    var len: usize = 0;
+    const deadline_us = nowUs() + @as(u64, timeout_ms) * 1000;
+    while (std.mem.find(u8, seen[0..len], needle) == null) {
+        const now_us = nowUs();
+        if (now_us >= deadline_us) return error.Timeout;
+        var fds = [_]linux.pollfd{.{ .fd = fd, .events = linux.POLL.IN, .revents = 0 }};
+        _ = linux.poll(&fds, 1, @intCast((deadline_us - now_us) / 1000 + 1));
+        if (fds[0].revents == 0) continue;
+        if (len > seen.len / 2) { // keep the tail, where a partial line may be
+            std.mem.copyForwards(u8, seen[0 .. seen.len / 2], seen[len - seen.len / 2 .. len]);
+            len = seen.len / 2;
+        }
+        const rc = linux.read(fd, seen[len..].ptr, seen.len - len);
+        if (linux.errno(rc) != .SUCCESS or rc == 0) return error.Closed;
+        len += rc;
+    }
+}
+
+/// Sends a POST head and half its body, and waits a moment so the server reads the head: a
+/// request that stays in flight until the rest is sent.
+fn holdRequest(port: u16) !Client {
+    var client = try Client.connect(port, 10_000);
+    errdefer client.close();
+    try client.send("POST /held HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nhello");
+    var idle: [1]linux.pollfd = .{.{ .fd = client.fd, .events = linux.POLL.IN, .revents = 0 }};
+    _ = linux.poll(&idle, 1, 200);
+    return client;
+}
+
+test "SIGTERM: connections made after the signal get no answer; the exit follows the held request" {
+    const io = testing.io;
+    for (engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        var started = try spawnLogged(build_options.echo_exe, kind);
+        var exited = false;
+        defer if (!exited) { // a check failed before the exit
+            _ = linux.kill(started.child.id.?, linux.SIG.KILL);
+            _ = started.child.wait(io) catch {};
+        };
+        var held = try holdRequest(started.port);
+        defer held.close();
+        _ = linux.kill(started.child.id.?, linux.SIG.TERM);
+        try waitForLog(&started.child, "signal received", 10_000);
+        sleepMs(100);
+        // New clients, each with a complete request: refused, or closed unanswered.
+        var late: [6]?Client = @splat(null);
+        defer for (&late) |*slot| if (slot.*) |*client| client.close();
+        for (&late) |*slot| {
+            slot.* = Client.connect(started.port, 5_000) catch continue;
+            slot.*.?.send("GET /late HTTP/1.1\r\nHost: t\r\n\r\n") catch {};
+        }
+        try held.send("world");
+        const response = try held.readResponse(testing.allocator, .{});
+        defer response.deinit(testing.allocator);
+        const held_done_us = nowUs();
+        try testing.expectEqual(@as(u16, 200), response.status);
+        try testing.expect(std.mem.find(u8, response.body, "\"body\":\"helloworld\"") != null);
+        for (&late) |*slot| {
+            const client = if (slot.*) |*c| c else continue;
+            if (client.readResponse(testing.allocator, .{})) |answer| {
+                defer answer.deinit(testing.allocator);
+                std.debug.print("a connection made after SIGTERM got {d}\n", .{answer.status});
+                return error.AnsweredAfterStop;
+            } else |err| switch (err) {
+                error.Closed, error.ReadFailed => {}, // reset or closed, never answered
+                else => return err,
+            }
+        }
+        const term = try started.child.wait(io);
+        exited = true;
+        const exit_ms = (nowUs() - held_done_us) / 1000;
+        try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, term);
+        // shutdown_timeout_ms is 10 s: the exit must follow the last request, not the timeout.
+        errdefer std.debug.print("exited {d} ms after the held request was answered\n", .{exit_ms});
+        try testing.expect(exit_ms < 5_000);
+        try testing.expectError(error.ConnectFailed, Client.connect(started.port, 1000));
+    }
+}
+
+test "SIGTERM twice: the process exits at once with status 1, even with a request in flight" {
+    const io = testing.io;
+    for (engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        var started = try spawnLogged(build_options.echo_exe, kind);
+        var exited = false;
+        defer if (!exited) { // a check failed before the exit
+            _ = linux.kill(started.child.id.?, linux.SIG.KILL);
+            _ = started.child.wait(io) catch {};
+        };
+        var held = try holdRequest(started.port);
+        defer held.close();
+        _ = linux.kill(started.child.id.?, linux.SIG.TERM);
+        try waitForLog(&started.child, "signal received", 10_000);
+        // Let the first shutdown reach its waits (engines, pools), then insist.
+        sleepMs(300);
+        _ = linux.kill(started.child.id.?, linux.SIG.TERM);
+        const second_us = nowUs();
+        const term = try started.child.wait(io);
+        exited = true;
+        const exit_ms = (nowUs() - second_us) / 1000;
+        try testing.expectEqual(std.process.Child.Term{ .exited = 1 }, term);
+        // Well before shutdown_timeout_ms (10 s).
+        errdefer std.debug.print("exited {d} ms after the second signal\n", .{exit_ms});
+        try testing.expect(exit_ms < 5_000);
+    }
+}
+
 test "curl as a real client: keep-alive, POST, HEAD and chunked upload" {
     const io = testing.io;
     for (engines) |kind| {
@@ -939,8 +1067,13 @@ test "handler pool: responses stream while the handler runs, and pipelining keep
 }
 
 fn childPids(parent: linux.pid_t, out: []linux.pid_t) ![]linux.pid_t {
+    return taskChildPids(parent, parent, out);
+}
+
+/// The children forked by thread `tid` of process `pid`.
+fn taskChildPids(pid: linux.pid_t, tid: linux.pid_t, out: []linux.pid_t) ![]linux.pid_t {
     var path: [64]u8 = undefined;
-    const file_path = try std.mem.print(&path, "/proc/{d}/task/{d}/children", .{ parent, parent });
+    const file_path = try std.mem.print(&path, "/proc/{d}/task/{d}/children", .{ pid, tid });
     var buffer: [256]u8 = undefined;
     const text = std.Io.Dir.cwd().readFile(testing.io, file_path, &buffer) catch return out[0..0];
     var n: usize = 0;
@@ -998,6 +1131,123 @@ test "processes: children serve the port, a crashed one is replaced, SIGTERM sto
     const term = try child.wait(io);
     try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, term);
     try testing.expectError(error.ConnectFailed, Client.connect(port, 1000));
+}
+
+/// Whether process `pid` has exited (gone, or a zombie waiting for its new parent).
+fn processGone(pid: linux.pid_t) bool {
+    var path: [64]u8 = undefined;
+    const file_path = std.mem.print(&path, "/proc/{d}/stat", .{pid}) catch return false;
+    var buffer: [512]u8 = undefined;
+    const text = std.Io.Dir.cwd().readFile(testing.io, file_path, &buffer) catch return true;
+    const after_name = std.mem.findScalarLast(u8, text, ')') orelse return false;
+    return text.len > after_name + 2 and text[after_name + 2] == 'Z';
+}
+
+test "processes: the children exit when the parent is killed" {
+    const io = testing.io;
+    var child = try std.process.spawn(io, .{
+        .argv = &.{ build_options.echo_exe, "--port", "0", "--processes", "2", "--workers", "1" },
+        .stdout = .pipe,
+        .stderr = .ignore,
+    });
+    var buffer: [256]u8 = undefined;
+    var reader = child.stdout.?.readerStreaming(io, &buffer);
+    const line = reader.interface.takeDelimiterExclusive('\n') catch |err| {
+        child.kill(io);
+        return err;
+    };
+    const port = try std.fmt.parseInt(u16, line["listening on http://127.0.0.1:".len..], 10);
+    var pids_buffer: [8]linux.pid_t = undefined;
+    var pids = try childPids(child.id.?, &pids_buffer);
+    for (0..250) |_| {
+        if (pids.len == 2) break;
+        sleepMs(20);
+        pids = try childPids(child.id.?, &pids_buffer);
+    }
+    // Whatever happens below, no child outlives the test.
+    defer for (pids) |pid| if (!processGone(pid)) {
+        _ = linux.kill(pid, linux.SIG.KILL);
+    };
+    _ = linux.kill(child.id.?, linux.SIG.KILL);
+    const term = try child.wait(io);
+    try testing.expectEqual(std.process.Child.Term{ .signal = .KILL }, term);
+    try testing.expectEqual(@as(usize, 2), pids.len);
+    for (pids) |pid| {
+        var gone = processGone(pid);
+        for (0..500) |_| {
+            if (gone) break;
+            sleepMs(20);
+            gone = processGone(pid);
+        }
+        errdefer std.debug.print("process {d} outlived its parent\n", .{pid});
+        try testing.expect(gone);
+    }
+    try testing.expectError(error.ConnectFailed, Client.connect(port, 1000));
+}
+
+/// Runs a prefork server on its own thread (`run` forks from it).
+const PreforkThread = struct {
+    server: *saker.Server(TestHandler),
+    /// The thread's id, so a test can signal it (it blocks SIGINT/SIGTERM for `run`).
+    tid: std.atomic.Value(linux.pid_t) = .init(0),
+    returned: std.atomic.Value(bool) = .init(false),
+    failed: bool = false,
+
+    fn main(runner: *PreforkThread) void {
+        runner.tid.store(linux.gettid(), .release);
+        runner.server.run() catch {
+            runner.failed = true;
+        };
+        runner.returned.store(true, .release);
+    }
+};
+
+test "processes: server.stop() from another thread stops the children and run returns" {
+    var handler: TestHandler = .{};
+    // Not the testing allocator: the children are forks of this process, and a fork must not
+    // inherit a lock another thread holds.
+    var server = try saker.Server(TestHandler).init(std.heap.page_allocator, &handler, .{
+        .host = "127.0.0.1",
+        .port = 0,
+        .processes = 2,
+        .workers = 1,
+        .engine = .epoll,
+    });
+    defer server.deinit();
+    const port = server.port();
+    var runner: PreforkThread = .{ .server = &server };
+    const thread = try std.Thread.spawn(.{}, PreforkThread.main, .{&runner});
+    var served = false;
+    for (0..500) |_| {
+        if (Client.fetch(testing.allocator, port, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")) |response| {
+            response.deinit(testing.allocator);
+            served = true;
+            break;
+        } else |_| sleepMs(20);
+    }
+    var pids_buffer: [8]linux.pid_t = undefined;
+    var pids = try taskChildPids(linux.getpid(), runner.tid.load(.acquire), &pids_buffer);
+    for (0..250) |_| {
+        if (pids.len == 2) break;
+        sleepMs(20);
+        pids = try taskChildPids(linux.getpid(), runner.tid.load(.acquire), &pids_buffer);
+    }
+    server.stop();
+    var returned = false;
+    for (0..1000) |_| {
+        returned = runner.returned.load(.acquire);
+        if (returned) break;
+        sleepMs(10);
+    }
+    // If stop() did nothing, a signal to the server's thread ends `run`, so the test fails
+    // instead of hanging.
+    if (!returned) _ = linux.tgkill(linux.getpid(), runner.tid.load(.acquire), .TERM);
+    thread.join();
+    try testing.expect(served);
+    try testing.expectEqual(@as(usize, 2), pids.len);
+    try testing.expect(returned);
+    try testing.expect(!runner.failed);
+    for (pids) |pid| try testing.expect(processGone(pid));
 }
 
 test {

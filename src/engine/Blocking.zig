@@ -2,21 +2,17 @@
 //! reads and writes (`blocking_io.zig`), then accepts the next. It is the simplest driver of
 //! `Connection` and the reference the other engines are compared with.
 const std = @import("std");
-const linux = std.os.linux;
 const posix = std.posix;
 const socket = @import("socket.zig");
 const engine = @import("../engine.zig");
 const Worker = @import("../Worker.zig");
 const blocking_io = @import("blocking_io.zig");
 
-const log = std.log.scoped(.saker);
-
-/// Runs the blocking engine on the calling thread until the server stops.
+/// Runs the blocking engine on the calling thread until the server stops. The listener
+/// stays open (the server closes it).
 pub fn run(worker: *Worker, listener: socket.Listener, control: *engine.Control) void {
-    defer listener.close();
     // When the stop arrived (worker clock), once it has; bounds the whole shutdown.
     var drain_deadline_ms: u64 = std.math.maxInt(u64);
-    defer drainBacklog(worker, listener, control, &drain_deadline_ms);
     while (!control.stopRequested()) {
         var fds = [_]posix.pollfd{
             .{ .fd = listener.fd, .events = posix.POLL.IN, .revents = 0 },
@@ -24,8 +20,8 @@ pub fn run(worker: *Worker, listener: socket.Listener, control: *engine.Control)
         };
         // Wakes at least once per tick interval so the handler's tick hook runs when idle.
         _ = posix.poll(&fds, Worker.tick_interval_ms) catch |err| {
-            log.err("poll: {t}", .{err});
-            return;
+            engine.pauseAccepting(control, err);
+            continue;
         };
         worker.updateClock();
         worker.tick();
@@ -34,24 +30,17 @@ pub fn run(worker: *Worker, listener: socket.Listener, control: *engine.Control)
         var peer: ?std.Io.net.IpAddress = null;
         const fd = socket.acceptPeer(listener.fd, false, &peer) catch |err| switch (err) {
             error.WouldBlock, error.Interrupted, error.ConnectionAborted => continue,
-            error.SystemResources => {
-                log.warn("accept: out of file descriptors or memory; pausing accepts for 100 ms", .{});
-                pollSleep(control, 100);
+            error.SystemResources, error.ListenerClosed, error.Unexpected => {
+                engine.pauseAccepting(control, err);
                 continue;
             },
-            error.ListenerClosed, error.Unexpected => return,
         };
         blocking_io.serveConnection(worker, fd, peer, control, &drain_deadline_ms);
     }
-}
-
-/// At shutdown, answers connections the kernel already accepted, so requests they sent are
-/// not reset with the listener.
-fn drainBacklog(worker: *Worker, listener: socket.Listener, control: *engine.Control, drain_deadline_ms: *u64) void {
-    for (0..worker.config.backlog) |_| {
-        var peer: ?std.Io.net.IpAddress = null;
-        const fd = socket.acceptPeer(listener.fd, false, &peer) catch return;
-        blocking_io.serveConnection(worker, fd, peer, control, drain_deadline_ms);
+    // Connections the kernel had completed when the server stopped (taken then, while this
+    // thread may have been busy): their requests are answered rather than reset.
+    for (control.takeDoorstep(listener.fd)) |fd| {
+        blocking_io.serveConnection(worker, fd, null, control, &drain_deadline_ms);
     }
 }
 

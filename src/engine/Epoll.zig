@@ -70,14 +70,15 @@ const Slot = struct {
     corked: bool,
 };
 
-/// Runs an epoll engine on the calling thread until the server stops.
+/// Runs an epoll engine on the calling thread until the server stops (or, if the engine
+/// cannot run, stops the server with an error). The listener stays open (the server closes
+/// it).
 pub fn run(worker: *Worker, listener: socket.Listener, control: *engine.Control, connections_max: u32) void {
     Worker.current = worker;
     defer Worker.current = null;
     var loop = Epoll.init(worker, listener, control, connections_max) catch |err| {
-        log.err("epoll engine failed to start: {t}", .{err});
-        listener.close();
-        return;
+        log.err("epoll engine failed to start: {t}; stopping the server", .{err});
+        return control.fail();
     };
     defer loop.deinit();
     loop.serve();
@@ -120,7 +121,6 @@ fn deinit(loop: *Epoll) void {
         }
         loop.closeSlot(slot);
     }
-    if (loop.listener) |l| l.close();
     if (!loop.worker.abandoned) mapped.free(loop.slots);
     _ = linux.close(loop.epoll_fd);
     if (loop.worker.wake_fd >= 0 and !loop.worker.abandoned) {
@@ -150,8 +150,8 @@ fn serve(loop: *Epoll) void {
             .SUCCESS => rc,
             .INTR => 0,
             else => |err| {
-                log.err("epoll_wait: E.{t}", .{err});
-                return;
+                log.err("epoll_wait: E.{t}; stopping the server", .{err});
+                return loop.control.fail();
             },
         };
         for (events[0..count]) |event| switch (event.data.u64) {
@@ -191,13 +191,9 @@ fn acceptRound(loop: *Epoll) void {
                 return;
             },
             error.Interrupted, error.ConnectionAborted => continue,
-            error.SystemResources => {
-                log.warn("accept: out of file descriptors or memory; pausing accepts for 100 ms", .{});
-                loop.accept_paused_until_ms = loop.worker.now_ms + 100;
-                return;
-            },
-            error.ListenerClosed, error.Unexpected => {
-                loop.accept_paused_until_ms = loop.worker.now_ms + 100;
+            error.SystemResources, error.ListenerClosed, error.Unexpected => {
+                engine.logAcceptPause(loop.control, err);
+                loop.accept_paused_until_ms = loop.worker.now_ms + engine.accept_pause_ms;
                 return;
             },
         };
@@ -429,13 +425,12 @@ fn beginDrain(loop: *Epoll) void {
     // Level-triggered and never reset: stop watching it so epoll_wait does not spin.
     _ = linux.epoll_ctl(loop.epoll_fd, linux.EPOLL.CTL_DEL, loop.control.wake_fd, null);
     if (loop.listener) |l| {
-        // Connections the kernel already completed may have sent requests: take and answer
-        // them (their responses say `Connection: close`) rather than reset them.
-        loop.listener_ready = true;
-        while (loop.listener_ready and loop.active < loop.slots.len) loop.acceptRound();
-        l.close();
+        _ = linux.epoll_ctl(loop.epoll_fd, linux.EPOLL.CTL_DEL, l.fd, null);
         loop.listener = null;
         loop.listener_ready = false;
+        // Connections the kernel had completed at the stop may have sent requests: answer
+        // them (with `Connection: close`) rather than reset them (see `engine.Door`).
+        for (loop.control.takeDoorstep(l.fd)) |fd| loop.onAccept(fd, socket.peerName(fd));
     }
     loop.sweep_interval_ms = @min(loop.sweep_interval_ms, 10);
     loop.sweep();

@@ -42,8 +42,12 @@ tick: linux.kernel_timespec,
 const none = std.math.maxInt(u32);
 /// Completions handled per batch.
 const completions_max = 256;
-/// How long accepting pauses when the process is out of file descriptors.
-const accept_pause: linux.kernel_timespec = .{ .sec = 0, .nsec = 100 * std.time.ns_per_ms };
+/// How long accepting pauses after an error that may last (out of file descriptors, ...).
+const accept_pause: linux.kernel_timespec = .{ .sec = 0, .nsec = engine.accept_pause_ms * std.time.ns_per_ms };
+/// Submissions tried when the submission queue is full and the kernel refuses one.
+const submit_attempts = 3;
+/// Consecutive refused waits (about 1 ms apart) before the engine gives up.
+const stalls_max = 1000;
 
 const Op = enum(u8) { accept, accept_resume, recv, send, poll_in, poll_out, wake, tick, completions, cancel, websocket_wake };
 
@@ -119,7 +123,8 @@ const RecvBuffers = struct {
 };
 
 /// Runs an io_uring engine on the calling thread until the server stops; falls back to epoll
-/// when the kernel refuses io_uring.
+/// when the kernel refuses io_uring. If the ring fails for good, stops the server with an
+/// error. The listener stays open (the server closes it).
 pub fn run(worker: *Worker, listener: socket.Listener, control: *engine.Control, connections_max: u32) void {
     Worker.current = worker;
     defer Worker.current = null;
@@ -129,7 +134,10 @@ pub fn run(worker: *Worker, listener: socket.Listener, control: *engine.Control,
         return Epoll.run(worker, listener, control, connections_max);
     };
     defer loop.deinit();
-    loop.serve() catch |err| log.err("io_uring engine stopped: {t}", .{err});
+    loop.serve() catch |err| {
+        log.err("io_uring engine failed: {t}; stopping the server", .{err});
+        control.fail();
+    };
 }
 
 fn initRing(entries: u16) !Ring {
@@ -175,7 +183,6 @@ fn deinit(loop: *IoUring) void {
         slot.connection.deinit();
         if (slot.pending) |p| loop.buffers.recycle(p.buffer_id);
     }
-    if (loop.listener) |l| l.close();
     if (!loop.worker.abandoned) mapped.free(loop.slots);
     loop.buffers.deinit(loop.ring.fd);
     loop.ring.deinit();
@@ -185,14 +192,24 @@ fn deinit(loop: *IoUring) void {
     }
 }
 
-/// An SQE, submitting queued ones first if the submission queue is full.
-fn sqe(loop: *IoUring) !*linux.io_uring_sqe {
-    return loop.ring.get_sqe() catch |err| switch (err) {
-        error.SubmissionQueueFull => {
-            _ = try loop.ring.submit();
-            return loop.ring.get_sqe();
-        },
-    };
+/// An SQE. When the submission queue is full, submits what is queued to make room, retrying
+/// a refused submission a few times (`submit_attempts`) before giving up.
+fn sqe(loop: *IoUring) error{SubmissionQueueFull}!*linux.io_uring_sqe {
+    if (loop.ring.get_sqe()) |entry| return entry else |_| {}
+    for (0..submit_attempts) |_| {
+        if (loop.ring.submit()) |_| {
+            if (loop.ring.get_sqe()) |entry| return entry else |_| {}
+        } else |err| {
+            log.warn("io_uring submit: {t}; retrying", .{err});
+            sleepMs(1);
+        }
+    }
+    return error.SubmissionQueueFull;
+}
+
+fn sleepMs(ms: u32) void {
+    const pause: linux.timespec = .{ .sec = 0, .nsec = @as(isize, ms) * std.time.ns_per_ms };
+    _ = linux.nanosleep(&pause, null);
 }
 
 fn userData(op: Op, slot_index: u32, generation: u24) u64 {
@@ -207,12 +224,27 @@ fn serve(loop: *IoUring) !void {
     if (loop.worker.handler_pool != null) try loop.armCompletions();
     if (loop.worker.websocket_wake_fd != -1) try loop.armWebSocketWake();
     var cqes: [completions_max]linux.io_uring_cqe = undefined;
+    // Consecutive waits the kernel refused for lack of resources (bounded by `stalls_max`).
+    var stalls: u32 = 0;
     while (true) {
-        _ = loop.ring.submit_and_wait(1) catch |err| switch (err) {
-            error.SignalInterrupt => continue,
+        if (loop.ring.submit_and_wait(1)) |_| {
+            stalls = 0;
+        } else |err| switch (err) {
+            error.SignalInterrupt => {},
+            // The kernel wants completions reaped (below) or memory back: take what is
+            // ready, pause a little, and retry, for a bounded time.
+            error.SystemResources, error.CompletionQueueOvercommitted => {
+                stalls += 1;
+                if (stalls > stalls_max) return err;
+                if (stalls == 1) log.warn("io_uring_enter: {t}; retrying", .{err});
+                sleepMs(1);
+            },
+            else => return err,
+        }
+        const count = loop.ring.copy_cqes(&cqes, 0) catch |err| switch (err) {
+            error.SignalInterrupt, error.SystemResources, error.CompletionQueueOvercommitted => 0,
             else => return err,
         };
-        const count = try loop.ring.copy_cqes(&cqes, 0);
         loop.worker.updateClock();
         for (cqes[0..count]) |cqe| try loop.complete(cqe);
         loop.runWoken();
@@ -320,30 +352,38 @@ fn complete(loop: *IoUring, cqe: linux.io_uring_cqe) !void {
 }
 
 fn onAccept(loop: *IoUring, cqe: linux.io_uring_cqe) !void {
-    const out_of_resources = switch (cqe.err()) {
-        .MFILE, .NFILE, .NOBUFS, .NOMEM => true,
+    // Errors that concern one connection only: accept the next one at once. Anything else
+    // may last (out of file descriptors, the listener shut at the stop, an unexpected errno):
+    // retrying at once would spin, so accepting pauses while connections go on being served.
+    const retry_at_once = switch (cqe.err()) {
+        .SUCCESS, .CANCELED, .CONNABORTED, .INTR, .PROTO, .PERM => true,
+        .NETDOWN, .NOPROTOOPT, .HOSTDOWN, .NONET, .HOSTUNREACH, .OPNOTSUPP, .NETUNREACH => true,
         else => false,
     };
     if (cqe.flags & linux.IORING_CQE_F_MORE == 0) {
         loop.accept_armed = false;
         if (loop.draining) {
-            // The listener is closed.
-        } else if (out_of_resources) {
-            // Retrying at once would spin while the fd table is full: wait, keep serving.
+            // Accepting is over.
+        } else if (!retry_at_once) {
             const entry = try loop.sqe();
             entry.prep_timeout(&accept_pause, 0, 0);
             entry.user_data = userData(.accept_resume, 0, 0);
         } else try loop.armAccept();
     }
     if (cqe.res < 0) {
-        switch (cqe.err()) {
-            .MFILE, .NFILE, .NOBUFS, .NOMEM => log.warn("accept: out of file descriptors or memory; pausing accepts for 100 ms", .{}),
-            .CANCELED, .CONNABORTED, .INTR => {},
-            else => |err| log.warn("accept: E.{t}", .{err}),
-        }
+        if (!retry_at_once) engine.logAcceptPause(loop.control, switch (cqe.err()) {
+            .MFILE, .NFILE, .NOBUFS, .NOMEM => error.SystemResources,
+            .INVAL, .BADF => error.ListenerClosed,
+            else => |err| socket.unexpected("accept", err),
+        });
         return;
     }
-    const fd: linux.fd_t = cqe.res;
+    loop.takeConnection(cqe.res);
+}
+
+/// Starts serving an accepted connection (while draining: answers what it may already have
+/// sent, and closes it if it sent nothing).
+fn takeConnection(loop: *IoUring, fd: linux.fd_t) void {
     // Over connections_max (server-wide): say so and close, without a slot.
     if (!loop.control.admit()) return engine.refuse(fd);
     const slot = loop.takeSlot() orelse {
@@ -595,19 +635,22 @@ fn beginDrain(loop: *IoUring) void {
     @atomicStore(bool, &loop.worker.draining, true, .monotonic); // read by handler threads
     loop.drain_deadline_ms = loop.worker.now_ms + loop.control.shutdown_timeout_ms;
     if (loop.listener) |l| {
-        // Connections the kernel already completed may have sent requests: take and answer
-        // them rather than reset them.
-        var taken: usize = 0;
-        while (taken < loop.slots.len) : (taken += 1) {
-            const fd = socket.accept(l.fd, true) catch break;
-            var cqe = std.mem.zeroes(linux.io_uring_cqe);
-            cqe.res = fd;
-            cqe.flags = linux.IORING_CQE_F_MORE;
-            loop.onAccept(cqe) catch break;
-        }
-        // Closing the listener ends the multishot accept.
-        l.close();
         loop.listener = null;
+        // The ring holds its own reference to the listener: end the multishot accept
+        // explicitly (a shut listener ends it too, but a shared one, with prefork, is not shut).
+        if (loop.accept_armed) loop.cancelAccept();
+        // Connections the kernel had completed at the stop may have sent requests: answer
+        // them (with `Connection: close`) rather than reset them (see `engine.Door`).
+        for (loop.control.takeDoorstep(l.fd)) |fd| loop.takeConnection(fd);
     }
     loop.sweep();
+}
+
+fn cancelAccept(loop: *IoUring) void {
+    const entry = loop.sqe() catch {
+        log.warn("io_uring: cannot cancel the accept; it ends when the listener closes", .{});
+        return;
+    };
+    entry.prep_cancel(userData(.accept, 0, 0), 0);
+    entry.user_data = userData(.cancel, 0, 0);
 }

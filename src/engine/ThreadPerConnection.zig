@@ -8,15 +8,14 @@ const linux = std.os.linux;
 const socket = @import("socket.zig");
 const engine = @import("../engine.zig");
 const blocking_io = @import("blocking_io.zig");
-const Blocking = @import("Blocking.zig");
 const Worker = @import("../Worker.zig");
 
 const log = std.log.scoped(.saker);
 
-/// Accepts on `listener` until the server stops, then waits for the connection threads.
+/// Accepts on `listener` until the server stops, then waits for the connection threads. The
+/// listener stays open (the server closes it).
 pub fn run(shared: *engine.Shared, listener: socket.Listener) void {
     defer waitForConnections(shared);
-    defer listener.close();
     const control = shared.control;
     var next_tick_ms: u64 = 0;
     while (!control.stopRequested()) {
@@ -26,28 +25,24 @@ pub fn run(shared: *engine.Shared, listener: socket.Listener) void {
         };
         // Wakes at least once per tick interval so the handler's tick hook runs when idle.
         _ = posix.poll(&fds, Worker.tick_interval_ms) catch |err| {
-            log.err("poll: {t}", .{err});
-            return;
+            engine.pauseAccepting(control, err);
+            continue;
         };
         shared.tick(&next_tick_ms);
         if (fds[1].revents != 0) break;
         if (fds[0].revents == 0) continue;
         const fd = socket.accept(listener.fd, false) catch |err| switch (err) {
             error.WouldBlock, error.Interrupted, error.ConnectionAborted => continue,
-            error.SystemResources => {
-                log.warn("accept: out of file descriptors or memory; pausing accepts for 100 ms", .{});
-                Blocking.pollSleep(control, 100);
+            error.SystemResources, error.ListenerClosed, error.Unexpected => {
+                engine.pauseAccepting(control, err);
                 continue;
             },
-            error.ListenerClosed, error.Unexpected => return,
         };
         start(shared, fd);
     }
-    // Connections the kernel already completed get their requests answered.
-    for (0..shared.config.backlog) |_| {
-        const fd = socket.accept(listener.fd, false) catch break;
-        start(shared, fd);
-    }
+    // Connections the kernel had completed when the server stopped get their requests
+    // answered (see `engine.Door`).
+    for (control.takeDoorstep(listener.fd)) |fd| start(shared, fd);
 }
 
 fn start(shared: *engine.Shared, fd: linux.fd_t) void {
@@ -76,15 +71,18 @@ fn connectionMain(shared: *engine.Shared, fd: linux.fd_t) void {
     blocking_io.serveConnection(&worker, fd, null, shared.control, &drain_deadline_ms);
 }
 
-/// Waits until every connection thread has finished (they finish their requests and close
-/// within `shutdown_timeout_ms` of the stop).
+/// Waits until every connection thread has finished. They close their connections by
+/// `shutdown_timeout_ms` after the stop, but a handler is never interrupted: one still running
+/// is waited for (the threads use the server's memory, which must outlive them). `run` exits
+/// the process if that takes too long (see `Server.run`).
 fn waitForConnections(shared: *engine.Shared) void {
     var waited_ms: u64 = 0;
-    const limit_ms = @as(u64, shared.config.shutdown_timeout_ms) + 1000;
+    var warned = false;
+    const warn_after_ms = @as(u64, shared.config.shutdown_timeout_ms) + 1000;
     while (shared.control.connections.load(.acquire) > 0) : (waited_ms += 5) {
-        if (waited_ms >= limit_ms) {
-            log.warn("shutdown: {d} connection threads still running", .{shared.control.connections.load(.acquire)});
-            return;
+        if (waited_ms >= warn_after_ms and !warned) {
+            log.warn("shutdown: {d} connection threads still busy in their handlers; waiting for them", .{shared.control.connections.load(.acquire)});
+            warned = true;
         }
         var none: [0]posix.pollfd = .{};
         _ = posix.poll(&none, 5) catch {};

@@ -68,7 +68,8 @@ fn serveLoop(pool: *WorkerPool) void {
 }
 
 /// Queues an accepted connection, counted against `connections_max` (queued or served);
-/// beyond it, 503. Blocks while the queue is full. False when the pool has stopped.
+/// beyond it, 503. Blocks while the queue is full. False when the pool has stopped (the
+/// connection is then refused).
 fn hand(pool: *WorkerPool, fd: linux.fd_t) bool {
     if (!pool.shared.takeConnection()) {
         engine.refuse(fd);
@@ -82,9 +83,9 @@ fn hand(pool: *WorkerPool, fd: linux.fd_t) bool {
     return true;
 }
 
-/// An acceptor: accepts on `listener` and queues connections until the server stops.
+/// An acceptor: accepts on `listener` and queues connections until the server stops. The
+/// listener stays open (the server closes it).
 pub fn accept(pool: *WorkerPool, listener: socket.Listener) void {
-    defer listener.close();
     const control = pool.shared.control;
     var next_tick_ms: u64 = 0;
     while (!control.stopRequested()) {
@@ -94,25 +95,21 @@ pub fn accept(pool: *WorkerPool, listener: socket.Listener) void {
         };
         // Wakes at least once per tick interval so the handler's tick hook runs when idle.
         _ = posix.poll(&fds, Worker.tick_interval_ms) catch |err| {
-            log.err("poll: {t}", .{err});
-            return;
+            engine.pauseAccepting(control, err);
+            continue;
         };
         pool.shared.tick(&next_tick_ms);
         if (fds[1].revents != 0) break;
         if (fds[0].revents == 0) continue;
         const fd = socket.accept(listener.fd, false) catch |err| switch (err) {
             error.WouldBlock, error.Interrupted, error.ConnectionAborted => continue,
-            error.SystemResources => {
-                log.warn("accept: out of file descriptors or memory; pausing accepts for 100 ms", .{});
-                Blocking.pollSleep(control, 100);
+            error.SystemResources, error.ListenerClosed, error.Unexpected => {
+                engine.pauseAccepting(control, err);
                 continue;
             },
-            error.ListenerClosed, error.Unexpected => return,
         };
         if (!pool.hand(fd)) return;
     }
-    for (0..pool.shared.config.backlog) |_| {
-        const fd = socket.accept(listener.fd, false) catch break;
-        if (!pool.hand(fd)) return;
-    }
+    // Connections the kernel had completed when the server stopped (see `engine.Door`).
+    for (control.takeDoorstep(listener.fd)) |fd| _ = pool.hand(fd);
 }

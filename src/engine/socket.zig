@@ -9,7 +9,8 @@ const log = std.log.scoped(.saker);
 
 pub const fd_t = linux.fd_t;
 
-fn unexpected(operation: []const u8, err: linux.E) error{Unexpected} {
+/// Logs an errno saker has no name for and returns `error.Unexpected`.
+pub fn unexpected(operation: []const u8, err: linux.E) error{Unexpected} {
     log.warn("{s}: unexpected E.{t} ({d})", .{ operation, err, @backingInt(err) });
     return error.Unexpected;
 }
@@ -139,7 +140,8 @@ fn setOption(fd: fd_t, level: i32, name: u32, value: c_int) ListenError!void {
 pub const AcceptError = error{
     /// No pending connection (non-blocking listener).
     WouldBlock,
-    /// The connection was reset before it was accepted; try the next one.
+    /// The connection was reset before it was accepted, or the network reported an error
+    /// for it (accept(2) says to retry as for EAGAIN); try the next one.
     ConnectionAborted,
     /// Out of file descriptors (EMFILE/ENFILE) or memory: back off, keep serving.
     SystemResources,
@@ -171,6 +173,8 @@ pub fn acceptPeer(listener_fd: fd_t, nonblocking: bool, peer: ?*?std.Io.net.IpAd
         .AGAIN => error.WouldBlock,
         .INTR => error.Interrupted,
         .CONNABORTED, .PROTO, .PERM => error.ConnectionAborted,
+        // Pending network errors of the new connection (accept(2)).
+        .NETDOWN, .NOPROTOOPT, .HOSTDOWN, .NONET, .HOSTUNREACH, .OPNOTSUPP, .NETUNREACH => error.ConnectionAborted,
         .MFILE, .NFILE, .NOBUFS, .NOMEM => error.SystemResources,
         .INVAL, .BADF => error.ListenerClosed,
         else => |err| unexpected("accept4", err),
@@ -281,6 +285,15 @@ pub fn shutdownWrite(fd: fd_t) void {
 
 /// Shuts down both sides, waking a thread blocked on the socket.
 pub fn shutdownBoth(fd: fd_t) void {
+    _ = linux.shutdown(fd, linux.SHUT.RDWR);
+}
+
+/// Stops a listener listening: connections in its accept queue are reset, new ones are
+/// refused, and a thread waiting in poll or accept on it wakes (accept then fails with
+/// `ListenerClosed`). Unlike close, it works while another thread or an io_uring still holds
+/// the socket.
+pub fn shutdownListener(fd: fd_t) void {
+    // Fails only for a socket that is not listening, which is then already what we want.
     _ = linux.shutdown(fd, linux.SHUT.RDWR);
 }
 
