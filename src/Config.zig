@@ -38,7 +38,8 @@ io_uring_recv_buffers: u16 = 512,
 io_uring_recv_buffer_bytes: u32 = 4096,
 /// Threads that run handlers which may block, for the `epoll` and `io_uring` engines (the
 /// others run handlers on connection threads anyway). 0: none, unless the handler declares
-/// `pub const blocking = true`, which gets 4 per CPU.
+/// `pub const blocking = true` or `mayBlock` (a router with routes flagged `blocking`), which
+/// gets 4 per CPU.
 handler_threads: u16 = 0,
 /// Requests waiting for a handler thread; beyond it they get 503.
 handler_queue_max: u32 = 1024,
