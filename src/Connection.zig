@@ -209,6 +209,13 @@ pub fn deadline(c: *const Connection) u64 {
 /// The buffer to read into. Borrows an exchange if the connection was idle; null when the
 /// worker has none left (the engine then closes the connection).
 pub fn recvBuffer(c: *Connection) ?[]u8 {
+    if (c.phase == .handling) {
+        const x = c.exchange.?;
+        // A pool thread's handler asked for body bytes (`poolRead`). Otherwise this is a
+        // receive the engine still had in flight when that read was given up (timeout):
+        // its bytes are discarded, as the request is failing anyway.
+        return if (x.externalState() == .read_pending) x.pull_buffer else &x.discard;
+    }
     assert(c.next() == .recv);
     const x = c.exchange orelse blk: {
         const x = c.worker.acquireExchange() orelse return null;
@@ -229,9 +236,7 @@ pub fn recvBuffer(c: *Connection) ?[]u8 {
             .none, .pulled => unreachable,
         },
         .linger => return x.recv_small,
-        // A pool thread's handler asked for body bytes (`poolRead`).
-        .handling => return x.pull_buffer,
-        .shutdown, .closed => unreachable,
+        .shutdown, .closed, .handling => unreachable,
     }
 }
 
@@ -978,9 +983,13 @@ fn poolRead(context: *anyopaque, buffer: []u8, deadline_ms: u64) error{ ClientGo
     return x.pull_received;
 }
 
-/// The engine received `n` bytes (0: the client closed) for a pool thread's `poolRead`.
+/// The engine received `n` bytes (0: the client closed) for a pool thread's `poolRead` (or
+/// into `discard`, see `recvBuffer`).
 fn pulledForPool(c: *Connection, x: *Exchange, n: usize) void {
-    assert(x.externalState() == .read_pending);
+    if (x.externalState() != .read_pending) {
+        if (n == 0) x.client_gone = true;
+        return;
+    }
     if (n == 0) {
         x.client_gone = true;
         return c.finishExternal(x, .failed);

@@ -89,6 +89,8 @@ pull_buffer: []u8 = &.{},
 pull_received: usize = 0,
 /// The body read the pool thread waited for timed out (`body_timeout_ms`).
 pull_timed_out: bool = false,
+/// Where a receive that completes after its read was given up lands (discarded).
+discard: [64]u8 = undefined,
 /// The reader behind `req.bodyReader()` for a pulled body.
 body_reader: Connection.BodyReader = undefined,
 

@@ -39,6 +39,12 @@
 //! each hook; `req.user_data` carries state between them. Body hooks run before any middleware
 //! (they cannot wait for it); check what must be checked in `onHead`. Other routes buffer as
 //! usual.
+//!
+//! Route flags (`Route.with`): `blocking` runs a route's handler and middleware on the
+//! server's handler pool on event-loop engines (the router then declares `mayBlock`, and the
+//! server starts the pool), leaving the other routes on the loop; `body_reader` calls the
+//! handler as soon as the head is in, to read the body as it arrives with `req.bodyReader()`
+//! (it implies `blocking`).
 const std = @import("std");
 const http = @import("http.zig");
 const Request = @import("Request.zig");

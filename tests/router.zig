@@ -913,11 +913,14 @@ test "bodyReader: 100 Continue is sent when the reader is first used, not before
     }
 }
 
-test "bodyReader: too large (413), bad framing (400), and a client gone mid-body" {
+test "bodyReader: too large (413), bad framing (400), too slow (408), and a client gone mid-body" {
     for (engines) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         var app: PullApp = .{};
-        const running = try ServerThread(PullRoutes).start(kind, .{ .context = &app }, .{ .streamed_body_bytes_max = 1000 });
+        const running = try ServerThread(PullRoutes).start(kind, .{ .context = &app }, .{
+            .streamed_body_bytes_max = 1000,
+            .body_timeout_ms = 1000,
+        });
         defer running.stop();
         {
             // Declared too large: refused before the handler runs.
@@ -948,6 +951,16 @@ test "bodyReader: too large (413), bad framing (400), and a client gone mid-body
             defer r.deinit(testing.allocator);
             try testing.expectEqual(@as(u16, 400), r.status);
             try testing.expectEqual(@as(u32, 1), app.failed(.malformed));
+        }
+        {
+            // The rest of the body never comes: 408 once body_timeout_ms has passed.
+            var client = try Client.connect(running.port(), 10_000);
+            defer client.close();
+            try client.send("POST /read HTTP/1.1\r\nHost: t\r\nContent-Length: 500\r\n\r\nstalled");
+            const r = try client.readResponse(testing.allocator, .{});
+            defer r.deinit(testing.allocator);
+            try testing.expectEqual(@as(u16, 408), r.status);
+            try testing.expectEqual(@as(u32, 1), app.failed(.timeout));
         }
         {
             var client = try Client.connect(running.port(), 10_000);
