@@ -10,6 +10,26 @@ const std = @import("std");
 
 const examples = [_][]const u8{ "hello", "counter", "echo", "router", "arena", "ws-echo", "ws-chat" };
 
+/// Files under tests/compile_errors/ that must not compile, and what the error must say.
+const compile_errors = [_]struct { file: []const u8, message: []const u8 }{
+    .{ .file = "route_conflict.zig", .message = "saker.Router: routes conflict: GET \"/a/:x\" and GET \"/a/:y\" match the same paths" },
+    .{ .file = "route_conflict_group.zig", .message = "saker.Router: routes conflict: POST \"/api/items\" and POST \"/api/items\"" },
+    .{ .file = "pattern_no_slash.zig", .message = "saker.Router: pattern \"users\": must start with '/'" },
+    .{ .file = "pattern_wildcard_not_last.zig", .message = "a '*' wildcard must be the last segment" },
+    .{ .file = "pattern_bad_static.zig", .message = "static segments hold only unreserved characters and sub-delims" },
+    .{ .file = "group_prefix_slash.zig", .message = "group prefix \"/api/\" must start with '/' and not end with one" },
+    .{ .file = "route_handler_signature.zig", .message = "the handler of \"/\" must be `fn (req: *saker.Request, res: *saker.Response) !void` (2 or 3 parameters)" },
+    .{ .file = "route_handler_context.zig", .message = "(the router has no context)" },
+    .{ .file = "middleware_without_handle.zig", .message = "must declare `pub fn handle(req: *saker.Request, res: *saker.Response, next: anytype) !void`" },
+    .{ .file = "body_reader_route_type.zig", .message = "reads its body with req.bodyReader(), so its handler must be a function" },
+    .{ .file = "server_missing_handle.zig", .message = "server_missing_handle.App must declare `pub fn handle(self: *server_missing_handle.App, req: *saker.Request, res: *saker.Response) !void`" },
+    .{ .file = "server_handle_arity.zig", .message = "wrong signature for server_handle_arity.App.handle: expected `pub fn handle(self: *server_handle_arity.App, req: *saker.Request, res: *saker.Response) !void` (it must take 3 parameters)" },
+    .{ .file = "server_handle_response_type.zig", .message = "(the third parameter must be *saker.Response)" },
+    .{ .file = "server_handle_return.zig", .message = "(it must return void or !void)" },
+    .{ .file = "server_on_body_without_on_head.zig", .message = "declares onBody but no `pub fn onHead(...) !saker.BodyAction`" },
+    .{ .file = "server_may_block_signature.zig", .message = "wrong signature for server_may_block_signature.App.mayBlock: expected `pub fn mayBlock(self: *const server_may_block_signature.App, req: *const saker.Request) bool`" },
+};
+
 pub fn build(b: *std.Build) void {
     const target = b.standardTargetOptions(.{});
     const optimize = b.standardOptimizeOption(.{});
@@ -141,6 +161,20 @@ pub fn build(b: *std.Build) void {
         run.has_side_effects = true; // always run, so the summary counts every test
         test_step.dependOn(&run.step);
     }
+    // Compile errors: each file must fail to build, with its message. These are build steps,
+    // not test-runner tests: they show as steps in the summary, and a failure fails the build.
+    const compile_error_step = b.step("test-compile-errors", "Check that tests/compile_errors/ fail with their messages");
+    for (compile_errors) |case| {
+        const check = b.addSystemCommand(&.{ b.graph.zig_exe, "build-obj", "-fno-emit-bin", "--dep", "saker" });
+        check.setName(b.fmt("compile error {s}", .{case.file}));
+        check.addPrefixedFileArg("-Mroot=", b.path(b.fmt("tests/compile_errors/{s}", .{case.file})));
+        check.addPrefixedFileArg("-Msaker=", b.path("src/root.zig"));
+        check.expectExitCode(1);
+        check.expectStdErrMatch(case.message);
+        check.has_side_effects = true; // the message depends on every source file of saker
+        compile_error_step.dependOn(&check.step);
+    }
+    test_step.dependOn(compile_error_step);
 
     // Fuzzing: the fuzz targets alone, built for speed. `./zigw build fuzz --fuzz=1M`
     // fuzzes; without --fuzz it replays the corpus.

@@ -8,12 +8,16 @@
 //!   GET  /me                  reads the cookie
 //!   POST /api/sum             JSON in ({"values":[1,2,3]}), JSON out ({"sum":6,"count":3})
 //!   POST /api/upload          multipart/form-data, parsed as it streams in; a JSON summary
+//!   POST /api/digest          any body, read as it arrives (req.bodyReader()); its length
+//!                             and CRC-32 as JSON
 //!   GET  /api/events?n=N      server-sent events, one every 100 ms
 //!   GET  /api/stats           the request arena's counters
 //!
 //! Every response carries `Server-Timing` (timing middleware); `/api/*` answers CORS
-//! preflights and marks responses for any origin. Handlers run on the handler pool
-//! (`blocking = true`), so event streams are sent as they go on every engine.
+//! preflights and marks responses for any origin. `/api/events` and `/api/digest` are
+//! flagged `blocking`: on the event-loop engines they run on the handler pool (started by
+//! the server for them), so events are sent as they go and bodies are read as they arrive;
+//! every other route runs on the event loop.
 //! Usage: router [--host H] [--port N] [--workers N] [--engine E]
 const std = @import("std");
 const saker = @import("saker");
@@ -31,13 +35,13 @@ pub const Routes = saker.Router(void, .{
             .use(&.{saker.middleware.Cors(.{})}, &.{
                 .post("/sum", sum),
                 .post("/upload", Upload),
-                .get("/events", events),
+                .with(.{ .body_reader = true }, .post("/digest", digest)),
+                .with(.{ .blocking = true }, .get("/events", events)),
                 .get("/stats", stats),
             }),
         }),
     },
     .middleware = &.{saker.middleware.Timing(.{})},
-    .blocking = true,
 });
 
 fn index(req: *saker.Request, res: *saker.Response) !void {
@@ -135,6 +139,24 @@ const Upload = struct {
         try res.json(.{ .parts = state.parts.items });
     }
 };
+
+/// POST /api/digest: reads the body as it arrives, a buffer at a time, without holding it.
+fn digest(req: *saker.Request, res: *saker.Response) !void {
+    const reader = try req.bodyReader();
+    var crc: std.hash.Crc32 = .init();
+    var total: u64 = 0;
+    while (true) {
+        // What the reader has buffered (at least one byte, unless the body has ended).
+        const chunk = reader.peekGreedy(1) catch |err| switch (err) {
+            error.EndOfStream => break,
+            error.ReadFailed => return err, // too large, bad framing, timeout: the server answers
+        };
+        crc.update(chunk);
+        total += chunk.len;
+        reader.toss(chunk.len);
+    }
+    try res.json(.{ .bytes = total, .crc32 = crc.final() });
+}
 
 fn events(req: *saker.Request, res: *saker.Response) !void {
     const n = try req.query().getInt(u32, "n") orelse 5;

@@ -42,7 +42,8 @@ io_uring_recv_buffers: u16 = 512,
 io_uring_recv_buffer_bytes: u32 = 4096,
 /// Threads that run handlers which may block, for the `epoll` and `io_uring` engines (the
 /// others run handlers on connection threads anyway). 0: none, unless the handler declares
-/// `pub const blocking = true`, which gets 4 per CPU.
+/// `pub const blocking = true` or `mayBlock` (a router with routes flagged `blocking`), which
+/// gets 4 per CPU.
 handler_threads: u16 = 0,
 /// Requests waiting for a handler thread; beyond it they get 503.
 handler_queue_max: u32 = 1024,
@@ -84,10 +85,16 @@ send_buffer_bytes: u32 = 8 * 1024,
 cork_file_bytes_max: u64 = std.math.maxInt(u64),
 /// Per-request arena memory held by each busy connection before it falls back to the heap.
 arena_bytes: u32 = 8 * 1024,
+/// Most memory one request's arena may use, `arena_bytes` included: handler allocations,
+/// a buffered request body and a response body that outgrows the send buffer all come from
+/// it. Beyond it allocations fail (`error.OutOfMemory`: a handler that returns it gets 500,
+/// logged; a body that cannot be buffered gets 503), so one request cannot take the whole
+/// `overflow_bytes_max`.
+arena_request_bytes_max: u64 = 128 * 1024 * 1024,
 /// Largest response body a handler may build in memory (500 beyond).
 response_body_bytes_max: u64 = 64 * 1024 * 1024,
-/// Heap memory the whole server may use beyond its preallocated buffers, for large bodies
-/// and arena overflow (503 or 500 beyond).
+/// Heap memory the whole server (every worker and process thread together) may use beyond
+/// its preallocated buffers, for large bodies and arena overflow (503 or 500 beyond).
 overflow_bytes_max: u64 = 512 * 1024 * 1024,
 /// Most response header fields a handler may add (500 beyond).
 response_header_count_max: u16 = 32,
@@ -187,6 +194,10 @@ pub fn validate(config: *const Config, reason: *[]const u8) Error!void {
         .{ .ok = config.io_uring_recv_buffer_bytes >= 512, .why = "io_uring_recv_buffer_bytes must be at least 512" },
         .{ .ok = config.pool_queue_max >= 1, .why = "pool_queue_max must be at least 1" },
         .{ .ok = config.handler_queue_max >= 1, .why = "handler_queue_max must be at least 1" },
+        .{
+            .ok = config.arena_request_bytes_max >= @as(u64, config.arena_bytes) + config.body_bytes_max,
+            .why = "arena_request_bytes_max must be at least arena_bytes + body_bytes_max (buffered bodies live in the arena)",
+        },
         .{
             .ok = config.thread_stack_bytes >= 64 * 1024,
             .why = "thread_stack_bytes must be at least 64 KiB",

@@ -41,7 +41,8 @@ requests_served: u32 = 0,
 read_deadline_ms: u64,
 /// When a batch that makes no progress times out.
 send_deadline_ms: u64 = 0,
-/// Set by engines that run handlers on a thread of their own, to stream responses.
+/// Set by engines that run handlers on a thread of their own, to stream responses and to read
+/// bodies the handler pulls (`req.bodyReader()`).
 sink: ?*const Sink = null,
 /// The client's address, owned by the engine (for `Request.peer`); a pointer keeps the
 /// connection small.
@@ -95,11 +96,44 @@ pub const Next = union(enum) {
     close,
 };
 
-/// Blocking output for engines whose handlers may write while they run (streaming).
+/// Blocking I/O for engines whose handlers run on a thread of their own: the write side
+/// streams responses while the handler runs, the read side feeds `req.bodyReader()`.
 pub const Sink = struct {
     context: *anyopaque,
     /// Writes all of `iovecs`; fails when the client is gone.
     writeAll: *const fn (context: *anyopaque, iovecs: []const posix.iovec_const) error{ClientGone}!void,
+    /// Receives at least one byte into `buffer`, waiting until `deadline_ms` (worker clock)
+    /// at most; fails when the client closed or reset the connection, or the time is up.
+    read: *const fn (context: *anyopaque, buffer: []u8, deadline_ms: u64) error{ ClientGone, Timeout }!usize,
+};
+
+/// The `std.Io.Reader` behind `req.bodyReader()` for a pulled body: decodes what the sink's
+/// read side receives, on the handler's thread (`pull`).
+pub const BodyReader = struct {
+    stream: Request.BodyStream,
+    connection: *Connection,
+
+    const vtable: std.Io.Reader.VTable = .{ .stream = readerStream, .discard = readerDiscard };
+
+    fn fromInterface(r: *std.Io.Reader) *BodyReader {
+        const stream: *Request.BodyStream = @alignCast(@fieldParentPtr("interface", r));
+        return @alignCast(@fieldParentPtr("stream", stream));
+    }
+
+    fn readerStream(r: *std.Io.Reader, w: *std.Io.Writer, limit: std.Io.Limit) std.Io.Reader.StreamError!usize {
+        if (limit == .nothing) return 0;
+        const reader = fromInterface(r);
+        const dest = limit.slice(try w.writableSliceGreedy(1));
+        const n = try reader.connection.pull(dest);
+        w.advance(n);
+        return n;
+    }
+
+    fn readerDiscard(r: *std.Io.Reader, limit: std.Io.Limit) std.Io.Reader.Error!usize {
+        // Called with the buffer empty: it serves as scratch space.
+        const reader = fromInterface(r);
+        return reader.connection.pull(limit.slice(r.buffer));
+    }
 };
 
 /// A new connection, idle until its first byte arrives.
@@ -136,6 +170,7 @@ pub fn next(c: *const Connection) Next {
     if (c.exchange) |x| {
         if (c.phase == .handling) {
             if (x.external_index < x.external_count) return .{ .send = x.external[x.external_index..x.external_count] };
+            if (x.externalState() == .read_pending) return .recv;
             return .wait;
         }
         if (x.iovec_index < x.iovec_count) return .{ .send = x.iovecs[x.iovec_index..x.iovec_count] };
@@ -161,7 +196,10 @@ pub fn deadline(c: *const Connection) u64 {
     if (c.phase == .handling) {
         // Only a chunk the handler is streaming can stall; the handler itself is not timed.
         const x = c.exchange.?;
-        return if (x.external_index < x.external_count) c.send_deadline_ms else std.math.maxInt(u64);
+        if (x.external_index < x.external_count) return c.send_deadline_ms;
+        // A body read the handler waits for is timed like any body read.
+        if (x.externalState() == .read_pending) return c.read_deadline_ms;
+        return std.math.maxInt(u64);
     }
     if (c.exchange) |x| if (x.sending()) return c.send_deadline_ms;
     if (c.phase == .websocket) return c.websocket.?.deadline();
@@ -171,6 +209,13 @@ pub fn deadline(c: *const Connection) u64 {
 /// The buffer to read into. Borrows an exchange if the connection was idle; null when the
 /// worker has none left (the engine then closes the connection).
 pub fn recvBuffer(c: *Connection) ?[]u8 {
+    if (c.phase == .handling) {
+        const x = c.exchange.?;
+        // A pool thread's handler asked for body bytes (`poolRead`). Otherwise this is a
+        // receive the engine still had in flight when that read was given up (timeout):
+        // its bytes are discarded, as the request is failing anyway.
+        return if (x.externalState() == .read_pending) x.pull_buffer else &x.discard;
+    }
     assert(c.next() == .recv);
     const x = c.exchange orelse blk: {
         const x = c.worker.acquireExchange() orelse return null;
@@ -187,7 +232,8 @@ pub fn recvBuffer(c: *Connection) ?[]u8 {
         .body => return switch (x.body) {
             .buffer => |b| b.bytes[b.received..],
             .in_place, .chunked, .streamed_length => x.recv[x.recv_end..],
-            .none => unreachable,
+            // Read on the handler's thread, which holds the connection meanwhile.
+            .none, .pulled => unreachable,
         },
         .linger => return x.recv_small,
         .shutdown, .closed, .handling => unreachable,
@@ -202,6 +248,7 @@ pub fn onWouldBlock(c: *Connection) void {
 /// `n` bytes were read into `recvBuffer()`; 0 means the client closed its side.
 pub fn onRecv(c: *Connection, n: usize) void {
     const x = c.exchange.?;
+    if (c.phase == .handling) return c.pulledForPool(x, n);
     if (n == 0) return c.onPeerClosed();
     switch (c.phase) {
         .idle => {
@@ -214,7 +261,7 @@ pub fn onRecv(c: *Connection, n: usize) void {
             switch (x.body) {
                 .buffer => |*b| b.received += n,
                 .in_place, .chunked, .streamed_length => x.recv_end += @intCast(n),
-                .none => unreachable,
+                .none, .pulled => unreachable, // see recvBuffer
             }
             // `body_timeout_ms` bounds the time without progress, not the whole body: a
             // large upload over a slow link keeps going as long as bytes keep coming.
@@ -264,7 +311,7 @@ pub fn onError(c: *Connection) void {
         // The pool thread still uses the exchange: close once the handler returns.
         const x = c.exchange.?;
         x.client_gone = true;
-        if (x.external_index < x.external_count) c.finishExternal(x, .failed);
+        if (x.external_index < x.external_count or x.externalState() == .read_pending) c.finishExternal(x, .failed);
         return;
     }
     c.phase = .closed;
@@ -272,7 +319,15 @@ pub fn onError(c: *Connection) void {
 
 /// `deadline()` has passed.
 pub fn onTimeout(c: *Connection) void {
-    if (c.phase == .handling) return c.onError(); // a streamed chunk the client does not read
+    if (c.phase == .handling) {
+        const x = c.exchange.?;
+        if (x.externalState() == .read_pending) {
+            // The body stalled: the handler's read fails (then 408), the client may be there.
+            x.pull_timed_out = true;
+            return c.finishExternal(x, .failed);
+        }
+        return c.onError(); // a streamed chunk the client does not read
+    }
     if (c.exchange) |x| if (x.sending()) {
         c.phase = .closed; // the client stopped reading
         return;
@@ -400,6 +455,7 @@ fn startBody(c: *Connection, x: *Exchange) bool {
         return false;
     }
     x.body_start = x.head_start + head.len;
+    x.arena.beginRequest();
     c.phase = .body;
     c.read_deadline_ms = c.worker.now_ms + config.body_timeout_ms;
     x.prepared = false;
@@ -414,6 +470,7 @@ fn startBody(c: *Connection, x: *Exchange) bool {
     switch (action) {
         .buffer => return c.startBufferedBody(x),
         .stream => return c.startStreamedBody(x),
+        .reader => return c.startPulledBody(x),
         .skip => {
             // The handler answers without the body; the connection cannot be reused, and no
             // 100 Continue invites the client to send it (RFC 9110 §10.1.1).
@@ -471,6 +528,36 @@ fn startStreamedBody(c: *Connection, x: *Exchange) bool {
         },
         .chunked => x.body = .{ .chunked = c.chunkedState(x, true) },
     }
+    return true;
+}
+
+/// Sets up a body the handler reads itself (`req.bodyReader()`); `handle` runs at once.
+fn startPulledBody(c: *Connection, x: *Exchange) bool {
+    const head = &x.parser.head;
+    const config = c.worker.config;
+    if (x.body_start == x.recv.len) {
+        c.fail(.request_header_fields_too_large, "request head leaves no room for the body");
+        return false;
+    }
+    x.body = .{
+        .pulled = .{
+            .raw_pos = x.body_start,
+            .framing = switch (head.framing) {
+                .none => unreachable, // startBody buffers bodies that are absent
+                .content_length => |length| blk: {
+                    if (length > config.streamed_body_bytes_max) {
+                        c.fail(.content_too_large, "request body too large");
+                        return false;
+                    }
+                    break :blk .{ .length = length };
+                },
+                .chunked => .{ .chunked = .init(.{
+                    .extension_bytes_max = config.chunk_extension_bytes_max,
+                    .trailer_bytes_max = config.trailer_bytes_max,
+                }) },
+            },
+        },
+    };
     return true;
 }
 
@@ -546,6 +633,8 @@ fn processBody(c: *Connection, x: *Exchange) bool {
         .buffer => |b| b.received == b.bytes.len,
         .streamed_length => |*b| c.streamLength(x, b) catch return false,
         .chunked => |*chunked| c.decodeChunked(x, chunked) catch return false,
+        // The handler reads it (and asks for 100 Continue) as it runs.
+        .pulled => true,
     };
     if (!complete and x.parser.head.expect_continue) {
         // RFC 9110 §10.1.1: the client waits for this before sending the body. Sent once,
@@ -629,6 +718,7 @@ fn takeBody(c: *Connection, x: *Exchange) error{Failed}!struct { bytes: []const 
     return switch (x.body) {
         .none => .{ .bytes = "", .next_start = x.body_start },
         .streamed_length => |b| .{ .bytes = "", .next_start = b.next_start },
+        .pulled => |p| .{ .bytes = "", .next_start = p.raw_pos },
         .in_place => |b| .{ .bytes = x.recv[x.body_start..b.end], .next_start = b.end },
         .buffer => |b| .{ .bytes = b.bytes, .next_start = x.recv_end },
         .chunked => |*chunked| blk: {
@@ -652,7 +742,9 @@ fn dispatch(c: *Connection, x: *Exchange) void {
     } else {
         c.prepare(x, body.bytes);
     }
-    if (c.worker.handler_pool) |pool| if (c.sink == null) {
+    const pulled = x.body == .pulled;
+    if (pulled) c.preparePull(x);
+    if (c.worker.handler_pool) |pool| if (c.sink == null and (pulled or c.mayBlock(x))) {
         c.phase = .handling;
         x.handler_done = false;
         x.handler_error = null;
@@ -663,12 +755,21 @@ fn dispatch(c: *Connection, x: *Exchange) void {
         };
         return;
     };
+    // On an event loop without the pool, `bodyReader()` says it cannot wait for the body.
+    if (pulled and c.sink == null) x.request.body_source = .unavailable;
     const result = c.worker.dispatch.handle(c.worker.dispatch.context, &x.request, &x.response);
     c.handlerReturned(x, result);
 }
 
+/// Whether the handler may block on this request (it then runs on the handler pool).
+fn mayBlock(c: *const Connection, x: *const Exchange) bool {
+    const may_block = c.worker.dispatch.may_block orelse return true;
+    return may_block(c.worker.dispatch.context, &x.request);
+}
+
 fn handlerReturned(c: *Connection, x: *Exchange, result: anyerror!void) void {
     const res = &x.response;
+    if (x.body == .pulled and c.endPull(x, result)) return;
     result catch |err| return c.handlerFailed(x, err);
     if (res.failure) |err| return c.handlerFailed(x, err);
     // A status line holds three digits, 100-599: anything else is the handler's bug.
@@ -682,7 +783,7 @@ fn handlerReturned(c: *Connection, x: *Exchange, result: anyerror!void) void {
 pub fn runHandlerOnPool(c: *Connection) void {
     const x = c.exchange.?;
     assert(c.phase == .handling);
-    x.pool_sink = .{ .context = c, .writeAll = poolWriteAll };
+    x.pool_sink = .{ .context = c, .writeAll = poolWriteAll, .read = poolRead };
     c.sink = &x.pool_sink;
     x.response.stream = .{ .context = c, .sendChunk = sendChunk };
     c.worker.dispatch.handle(c.worker.dispatch.context, &x.request, &x.response) catch |err| {
@@ -740,6 +841,172 @@ fn poolWriteAll(context: *anyopaque, iovecs: []const posix.iovec_const) error{Cl
     }
 }
 
+/// Connects `req.bodyReader()` to this connection for a pulled body.
+fn preparePull(c: *Connection, x: *Exchange) void {
+    x.body_reader = .{
+        .stream = .{ .interface = .{ .vtable = &BodyReader.vtable, .buffer = &.{}, .seek = 0, .end = 0 } },
+        .connection = c,
+    };
+    x.pull_timed_out = false;
+    x.request.body_source = .{ .stream = &x.body_reader.stream };
+}
+
+/// Decodes up to `dest.len` body bytes into `dest`, receiving through the sink as needed;
+/// called on the handler's thread. `error.EndOfStream` once the body is complete.
+fn pull(c: *Connection, dest: []u8) error{ ReadFailed, EndOfStream }!usize {
+    const x = c.exchange.?;
+    const p = &x.body.pulled;
+    const stream = &x.body_reader.stream;
+    if (stream.failure != null) return error.ReadFailed;
+    if (dest.len == 0) return if (p.done) error.EndOfStream else 0;
+    while (!p.done) {
+        const n = c.decodePulled(x, p, dest) catch return error.ReadFailed;
+        if (n > 0) return n;
+        if (p.done) break;
+        c.receivePulled(x, p) catch return error.ReadFailed;
+    }
+    return error.EndOfStream;
+}
+
+/// Decodes received bytes into `dest` without receiving more; returns how many it decoded.
+fn decodePulled(c: *Connection, x: *Exchange, p: *Exchange.Pulled, dest: []u8) error{Failed}!usize {
+    switch (p.framing) {
+        .length => |*remaining| {
+            const available = x.recv_end - p.raw_pos;
+            const take: u32 = @intCast(@min(available, remaining.*, dest.len));
+            @memcpy(dest[0..take], x.recv[p.raw_pos..][0..take]);
+            p.raw_pos += take;
+            remaining.* -= take;
+            p.decoded_len += take;
+            if (remaining.* == 0) p.done = true;
+            return take;
+        },
+        .chunked => |*decoder| {
+            const limit = c.worker.config.streamed_body_bytes_max;
+            var produced: usize = 0;
+            while (p.raw_pos < x.recv_end and !decoder.done() and produced < dest.len) {
+                // Feeding no more than the room left keeps every data span within `dest`.
+                const end = @min(x.recv_end, p.raw_pos + (dest.len - produced));
+                const output = decoder.feed(x.recv[p.raw_pos..end]) catch |err| {
+                    p.failure_message = ChunkedDecoder.message(err);
+                    return c.pullFailed(x, .malformed);
+                };
+                @memcpy(dest[produced..][0..output.data.len], output.data);
+                produced += output.data.len;
+                p.raw_pos += @intCast(output.consumed);
+                p.decoded_len += output.data.len;
+                if (p.decoded_len > limit) return c.pullFailed(x, .too_large);
+            }
+            if (decoder.done()) p.done = true;
+            return produced;
+        },
+    }
+}
+
+/// Receives more raw body bytes through the sink (after the 100 Continue the client may
+/// be waiting for). Asserts every received byte has been decoded.
+fn receivePulled(c: *Connection, x: *Exchange, p: *Exchange.Pulled) error{Failed}!void {
+    assert(p.raw_pos == x.recv_end);
+    if (x.parser.head.expect_continue) {
+        // RFC 9110 §10.1.1: sent once, when the handler first wants the body.
+        x.parser.head.expect_continue = false;
+        c.sendContinue(x) catch return c.pullFailed(x, .client_gone);
+    }
+    // Everything received is decoded: reuse the space.
+    p.raw_pos = x.body_start;
+    x.recv_end = x.body_start;
+    const sink = c.sink.?;
+    const n = sink.read(sink.context, x.recv[x.recv_end..], c.read_deadline_ms) catch |err| switch (err) {
+        error.ClientGone => return c.pullFailed(x, .client_gone),
+        error.Timeout => return c.pullFailed(x, .timeout),
+    };
+    assert(n > 0 and n <= x.recv.len - x.recv_end);
+    x.recv_end += @intCast(n);
+}
+
+/// Sends `100 Continue` through the sink, after earlier pipelined responses.
+fn sendContinue(c: *Connection, x: *Exchange) error{ClientGone}!void {
+    try c.sendEarlier(x);
+    const interim = "HTTP/1.1 100 Continue\r\n\r\n";
+    const sink = c.sink.?;
+    try sink.writeAll(sink.context, &.{iovec(interim)});
+}
+
+fn pullFailed(c: *Connection, x: *Exchange, failure: Request.BodyReadFailure) error{Failed} {
+    _ = c;
+    x.body_reader.stream.failure = failure;
+    return error.Failed;
+}
+
+/// After a handler that pulled its body returned: skips what it left unread if that has all
+/// arrived, else marks the connection for closing (after a lingering close, so the response
+/// is not lost to a reset). A read failure the handler passed on is answered with its own
+/// status. Returns true when the request was answered here.
+fn endPull(c: *Connection, x: *Exchange, result: anyerror!void) bool {
+    const p = &x.body.pulled;
+    const failure = x.body_reader.stream.failure;
+    if (failure == null) {
+        var scratch: [1024]u8 = undefined;
+        while (!p.done) {
+            const n = c.decodePulled(x, p, &scratch) catch break;
+            if (n == 0) break;
+        }
+    }
+    if (p.done) return false;
+    x.parser.head.keep_alive = false;
+    c.linger = true;
+    const why = x.body_reader.stream.failure orelse return false;
+    _ = result catch |err| {
+        if (x.response.streaming) return false; // the head is out: handlerFailed closes
+        log.debug("{s} {s}: body read failed ({t}), handler returned {t}", .{ x.request.method.name(), x.request.path, why, err });
+        switch (why) {
+            .client_gone => {
+                c.linger = false;
+                c.close_after_send = true;
+            },
+            .too_large => c.fail(.content_too_large, "request body too large"),
+            .timeout => c.fail(.request_timeout, "request body not received in time"),
+            .malformed => c.fail(.bad_request, p.failure_message),
+        }
+        return true;
+    };
+    return false;
+}
+
+/// Connection.Sink (read side) for pool threads: asks the engine to receive into `buffer` and waits
+/// until it has (or the client is gone, or `body_timeout_ms` passed: the engine's deadline).
+fn poolRead(context: *anyopaque, buffer: []u8, deadline_ms: u64) error{ ClientGone, Timeout }!usize {
+    _ = deadline_ms; // the engine applies `read_deadline_ms` (see `deadline`)
+    const c: *Connection = @ptrCast(@alignCast(context));
+    const x = c.exchange.?;
+    x.pull_buffer = buffer;
+    x.pull_received = 0;
+    x.external_state.store(@backingInt(Exchange.ExternalState.read_pending), .release);
+    c.worker.postCompletion(c);
+    while (true) {
+        const state = x.external_state.load(.acquire);
+        if (state != @backingInt(Exchange.ExternalState.read_pending)) break;
+        _ = std.os.linux.futex_4arg(&x.external_state.raw, .{ .cmd = .WAIT, .private = true }, state, null);
+    }
+    if (x.externalState() == .failed) return if (x.pull_timed_out) error.Timeout else error.ClientGone;
+    return x.pull_received;
+}
+
+/// The engine received `n` bytes (0: the client closed) for a pool thread's `poolRead` (or
+/// into `discard`, see `recvBuffer`).
+fn pulledForPool(c: *Connection, x: *Exchange, n: usize) void {
+    if (x.externalState() != .read_pending) {
+        if (n == 0) x.client_gone = true;
+        return;
+    }
+    if (n == 0) {
+        x.client_gone = true;
+        return c.finishExternal(x, .failed);
+    }
+    x.pull_received = n;
+    c.finishExternal(x, .sent);
+}
+
 fn externalSent(c: *Connection, x: *Exchange, n: usize) void {
     var left = n;
     while (left > 0) {
@@ -766,7 +1033,11 @@ fn finishExternal(c: *Connection, x: *Exchange, state: Exchange.ExternalState) v
 fn handlerFailed(c: *Connection, x: *Exchange, err: anyerror) void {
     // Bad input the handler refused (`ClientError`) is the client's fault: its 4xx, not 500.
     const reply = client_error.answer(err);
-    if (reply == null) {
+    if (err == error.OutOfMemory and x.arena.request_limit_hit) {
+        log.warn("handler failed on {s} {s}: its arena reached arena_request_bytes_max ({d} bytes)", .{
+            x.request.method.name(), x.request.path, c.worker.config.arena_request_bytes_max,
+        });
+    } else if (reply == null) {
         log.warn("handler failed on {s} {s}: {t}", .{ x.request.method.name(), x.request.path, err });
     } else {
         log.debug("handler refused {s} {s}: {t}", .{ x.request.method.name(), x.request.path, err });
@@ -776,7 +1047,11 @@ fn handlerFailed(c: *Connection, x: *Exchange, err: anyerror) void {
         c.close_after_send = true;
         return;
     }
-    if (reply) |r| return c.fail(r.status, r.reason);
+    if (reply) |r| {
+        var buffer: [client_error.reason_bytes_max]u8 = undefined;
+        const parameter = x.request.fault.nameFor(err) orelse return c.fail(r.status, r.reason);
+        return c.fail(r.status, client_error.reasonNaming(&buffer, r, parameter));
+    }
     c.fail(.internal_server_error, "the handler failed");
 }
 
@@ -946,11 +1221,7 @@ fn sendChunk(context: *anyopaque, res: *Response, parts: []const []const u8) err
     const c: *Connection = @ptrCast(@alignCast(context));
     const sink = c.sink.?;
     const x = c.exchange.?;
-    assert(x.file == null);
-    if (x.iovec_index < x.iovec_count) {
-        try sink.writeAll(sink.context, x.iovecs[x.iovec_index..x.iovec_count]);
-        x.iovec_index = x.iovec_count;
-    }
+    try c.sendEarlier(x);
     var iovecs: [12]posix.iovec_const = undefined;
     var n: usize = 0;
     const http10 = x.parser.head.version == .http10;
@@ -993,6 +1264,17 @@ fn sendChunk(context: *anyopaque, res: *Response, parts: []const []const u8) err
     try sink.writeAll(sink.context, iovecs[0..n]);
 }
 
+/// Sends, through the sink, the responses of earlier pipelined requests still in the batch:
+/// they must precede anything the current handler sends while it runs.
+fn sendEarlier(c: *Connection, x: *Exchange) error{ClientGone}!void {
+    const sink = c.sink.?;
+    assert(x.file == null);
+    if (x.iovec_index < x.iovec_count) {
+        try sink.writeAll(sink.context, x.iovecs[x.iovec_index..x.iovec_count]);
+        x.iovec_index = x.iovec_count;
+    }
+}
+
 fn iovec(bytes: []const u8) posix.iovec_const {
     return .{ .base = bytes.ptr, .len = bytes.len };
 }
@@ -1005,6 +1287,7 @@ fn finishRequest(c: *Connection, x: *Exchange) void {
         .in_place => |b| b.end,
         .buffer => x.recv_end,
         .chunked => |chunked| chunked.raw_pos,
+        .pulled => |p| p.raw_pos,
     };
     x.head_start = next_start;
     x.body = .none;

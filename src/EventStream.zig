@@ -1,12 +1,14 @@
 //! Server-sent events (WHATWG HTML §9.2, `text/event-stream`) on top of a `Response`: each
 //! `send` writes one event and flushes it as a chunk.
 //!
-//! Where it streams: on engines that run the handler on a thread of its own (`blocking`, and
-//! handlers on the handler pool), every event leaves when it is sent, and a client that went
-//! away makes the next `send` fail with `error.ClientGone` — the way a long-lived stream ends.
-//! On event-loop engines (`epoll`) nothing is sent until the handler returns: the events are
-//! buffered and leave together. `live()` tells which case applies, so a handler can send a
-//! finite batch there instead of looping forever and stalling the loop.
+//! Where it streams: on engines that run the handler on a thread of its own (`blocking`,
+//! `thread_per_connection`, `worker_pool`, and handlers on the handler pool: a router route
+//! flagged `.with(.{ .blocking = true }, ...)`), every event leaves when it is sent, and a
+//! client that went away makes the next `send` fail with `error.ClientGone` — the way a
+//! long-lived stream ends. A handler on an event loop thread (`epoll`, `io_uring`) sends
+//! nothing until it returns: the events are buffered and leave together. `live()` tells which
+//! case applies, so a handler can send a finite batch there instead of looping forever and
+//! stalling the loop.
 const std = @import("std");
 const Response = @import("Response.zig");
 

@@ -71,6 +71,8 @@ handler_error: ?anyerror = null,
 handler_done: bool = false,
 /// Link in the worker's completion list.
 next_completion: ?*Connection = null,
+/// Whether the connection is on the worker's completion list (under its mutex).
+completion_listed: bool = false,
 /// The client went away while the handler ran; close when it is done.
 client_gone: bool = false,
 /// A chunk the pool thread asked the engine to send (streaming), and its progress.
@@ -79,11 +81,22 @@ external_count: u8 = 0,
 external_index: u8 = 0,
 /// Futex word the pool thread waits on: `ExternalState`.
 external_state: std.atomic.Value(u32) = .init(@backingInt(ExternalState.idle)),
-/// The streaming sink the pool thread uses.
+/// The sink the pool thread uses (streamed responses, pulled bodies).
 pool_sink: Connection.Sink = undefined,
+/// Where the engine puts bytes the pool thread asked for (`ExternalState.read_pending`),
+/// and how many it put there.
+pull_buffer: []u8 = &.{},
+pull_received: usize = 0,
+/// The body read the pool thread waited for timed out (`body_timeout_ms`).
+pull_timed_out: bool = false,
+/// Where a receive that completes after its read was given up lands (discarded).
+discard: [64]u8 = undefined,
+/// The reader behind `req.bodyReader()` for a pulled body.
+body_reader: Connection.BodyReader = undefined,
 
-/// Progress of a chunk handed from a pool thread to the engine.
-pub const ExternalState = enum(u32) { idle, pending, sent, failed };
+/// Progress of a chunk handed from a pool thread to the engine (`pending` until `sent` or
+/// `failed`), or of a read it asked for (`read_pending` until `sent` or `failed`).
+pub const ExternalState = enum(u32) { idle, pending, sent, failed, read_pending };
 
 /// How a body is being received.
 pub const Body = union(enum) {
@@ -98,6 +111,27 @@ pub const Body = union(enum) {
     /// A chunked body, decoded in place behind the raw bytes; spilled into the arena when the
     /// receive buffer fills.
     chunked: Chunked,
+    /// A body the handler reads as it arrives (`req.bodyReader()`), decoded on its thread.
+    pulled: Pulled,
+};
+
+/// State of a body the handler pulls. Raw bytes are received into `recv` from `body_start`
+/// and decoded into the reader's buffer; once all are decoded the space is reused.
+pub const Pulled = struct {
+    framing: union(enum) {
+        /// Content-Length bytes still to come.
+        length: u64,
+        chunked: ChunkedDecoder,
+    },
+    /// Offset in `recv` of the first received byte not yet decoded.
+    raw_pos: u32,
+    /// Decoded bytes so far.
+    decoded_len: u64 = 0,
+    /// Whether the whole body has been decoded (`raw_pos` is then where the next request
+    /// starts).
+    done: bool = false,
+    /// What was wrong with the framing, when reading failed with `.malformed`.
+    failure_message: []const u8 = "",
 };
 
 /// State of a chunked body.
@@ -122,6 +156,8 @@ pub const Layout = struct {
     arena_bytes: usize,
     header_count: usize,
     response_header_count: usize,
+    /// Most memory one request's arena may use, region included (not a region of the layout).
+    arena_request_bytes_max: u64 = std.math.maxInt(u64),
 
     const alignment = 64;
 
@@ -163,6 +199,12 @@ pub fn init(
         .arena = .init(arena_region, backing, budget),
         .parser = .init(header_storage, limits),
     };
+    exchange.arena.request_bytes_max = layout.arena_request_bytes_max -| layout.arena_bytes;
+}
+
+/// Where a chunk or read handed between a pool thread and the engine stands.
+pub fn externalState(exchange: *const Exchange) ExternalState {
+    return @fromBackingInt(exchange.external_state.load(.acquire));
 }
 
 /// Whether bytes of the batch remain to be sent.

@@ -1,10 +1,12 @@
 //! A bounded pool of threads that run handlers which may block (a handler declaring
-//! `pub const blocking = true`, or any handler when `Config.handler_threads > 0`), so an event
+//! `pub const blocking = true`, the requests a handler's `mayBlock` picks, such as router
+//! routes flagged `blocking`, or any handler when `Config.handler_threads > 0`), so an event
 //! loop never waits for one. The loop hands a connection whose request is complete to the pool
 //! through a bounded queue (`handler_queue_max`; full means 503); a pool thread runs `handle`,
 //! then puts the connection on its worker's completion list and wakes the loop, which writes
 //! the response. A handler that streams (`res.flush()`, `res.writer()` past the send buffer)
-//! hands each chunk to the loop the same way and waits until it has been written.
+//! hands each chunk to the loop the same way and waits until it has been written; a handler
+//! that reads its body as it arrives (`req.bodyReader()`) hands each read to the loop too.
 const std = @import("std");
 const assert = std.debug.assert;
 const linux = std.os.linux;

@@ -13,6 +13,8 @@ const multipart_body = @import("multipart.zig");
 
 const Request = @This();
 
+const log = std.log.scoped(.saker);
+
 method: http.Method,
 /// The request-target exactly as sent.
 target: []const u8,
@@ -53,6 +55,87 @@ user_data: ?*anyopaque = null,
 worker_index: u32 = 0,
 /// The client's address (and port), when the engine knows it.
 peer: ?std.Io.net.IpAddress = null,
+/// Where `bodyReader()` reads from; set by the connection.
+body_source: BodySource = .buffered,
+/// `bodyReader()` over a buffered body.
+fixed_reader: std.Io.Reader = undefined,
+/// The parameter a convenience call last refused, named in the 400 answer.
+fault: Fault = .{},
+
+/// Longest parameter name kept for an error message (longer ones are cut).
+pub const fault_name_bytes_max = 32;
+
+/// Which parameter made a convenience call fail, and with what error, kept (in a fixed
+/// buffer: no allocation) so the 400 answer can name it: `invalid parameter "page"`.
+pub const Fault = struct {
+    err: ?anyerror = null,
+    name_buffer: [fault_name_bytes_max]u8 = undefined,
+    name_len: u8 = 0,
+
+    /// Records that `name` caused `err`; returns `err`.
+    pub fn blame(fault: *Fault, err: anytype, name: []const u8) @TypeOf(err) {
+        const kept = name[0..@min(name.len, fault_name_bytes_max)];
+        @memcpy(fault.name_buffer[0..kept.len], kept);
+        fault.name_len = @intCast(kept.len);
+        fault.err = err;
+        return err;
+    }
+
+    /// The parameter to blame for `err`, if the last recorded failure was `err`.
+    pub fn nameFor(fault: *const Fault, err: anyerror) ?[]const u8 {
+        const recorded = fault.err orelse return null;
+        if (recorded != err) return null;
+        return fault.name_buffer[0..fault.name_len];
+    }
+};
+
+/// Bytes of the buffer `bodyReader()` gives a streamed body's reader (from `arena`): the most
+/// a handler can `peek` at once.
+pub const body_reader_buffer_bytes = 4096;
+
+/// Where `bodyReader()` gets the body from.
+pub const BodySource = union(enum) {
+    /// The body is in `body_bytes` (buffered before `handle`).
+    buffered,
+    /// `fixed_reader` reads `body_bytes`.
+    fixed,
+    /// The body is read as it arrives, on the handler's thread.
+    stream: *BodyStream,
+    /// The body was to be read as it arrives, but the handler runs on an event loop thread,
+    /// which must not wait for it.
+    unavailable,
+};
+
+/// A body read as it arrives: the reader, and why it stopped early, if it did.
+pub const BodyStream = struct {
+    interface: std.Io.Reader,
+    failure: ?BodyReadFailure = null,
+};
+
+/// Why reading a streamed body failed (`error.ReadFailed` from its reader). When the handler
+/// returns an error after one, the server answers with the status named here (or just closes
+/// when the client is gone), not 500.
+pub const BodyReadFailure = enum {
+    /// Over `Config.streamed_body_bytes_max` (413).
+    too_large,
+    /// Invalid chunked framing (400).
+    malformed,
+    /// Not received within `Config.body_timeout_ms` (408).
+    timeout,
+    /// The client closed or reset the connection.
+    client_gone,
+};
+
+/// Errors of `bodyReader`.
+pub const BodyReaderError = error{
+    /// The body is streamed to this handler, but it runs on an event loop thread that must not
+    /// wait for it: run it on the handler pool (a router route flagged
+    /// `.with(.{ .body_reader = true }, ...)`, `pub const blocking = true`, or
+    /// `Config.handler_threads`), or on a thread-based engine.
+    BodyReaderUnavailable,
+    /// The reader's buffer could not be taken from the arena.
+    OutOfMemory,
+};
 
 /// A path parameter captured by a `Router`.
 pub const PathParam = struct { name: []const u8, value: []const u8 };
@@ -99,14 +182,53 @@ pub fn body(req: *const Request) []const u8 {
     return req.body_bytes;
 }
 
+/// The body as a `std.Io.Reader`, decoded from Content-Length or chunked framing. When the
+/// handler asked for it to be streamed (`BodyAction.reader` from `onHead`; a router route
+/// flagged `body_reader`), it reads the body as it arrives, blocking until bytes come, and
+/// never holds more than a buffer of it: a `Content-Length` beyond
+/// `Config.streamed_body_bytes_max` is refused (413) before `handle` runs, a chunked body
+/// that grows beyond it fails the read. The first read answers `Expect: 100-continue`.
+/// After `error.ReadFailed`, `bodyReadFailure()` says why. Otherwise it reads the buffered
+/// `body()`. Calling it again returns the same reader. Body bytes the handler leaves unread
+/// are skipped when they have arrived already; otherwise the connection closes after the
+/// response.
+pub fn bodyReader(req: *Request) BodyReaderError!*std.Io.Reader {
+    switch (req.body_source) {
+        .buffered => {
+            req.fixed_reader = .fixed(req.body_bytes);
+            req.body_source = .fixed;
+            return &req.fixed_reader;
+        },
+        .fixed => return &req.fixed_reader,
+        .stream => |stream| {
+            if (stream.interface.buffer.len == 0)
+                stream.interface.buffer = try req.arena.alloc(u8, body_reader_buffer_bytes);
+            return &stream.interface;
+        },
+        .unavailable => {
+            log.warn("{s} {s}: req.bodyReader() needs a handler thread that may block; " ++
+                "flag the route .body_reader, declare `pub const blocking = true`, or set Config.handler_threads", .{ req.method.name(), req.path });
+            return error.BodyReaderUnavailable;
+        },
+    }
+}
+
+/// Why the streamed body's reader failed, or null when it has not.
+pub fn bodyReadFailure(req: *const Request) ?BodyReadFailure {
+    return switch (req.body_source) {
+        .stream => |stream| stream.failure,
+        else => null,
+    };
+}
+
 /// The query string, parsed lazily: nothing is scanned until it is asked for.
-pub fn query(req: *const Request) Query {
-    return .{ .raw = req.raw_query };
+pub fn query(req: *Request) Query {
+    return .{ .raw = req.raw_query, .fault = &req.fault };
 }
 
 /// The percent-decoded value of the first query parameter named `name`, or null. Copies into
 /// `arena` only when the value holds escapes.
-pub fn queryParam(req: *const Request, name: []const u8) DecodeError!?[]const u8 {
+pub fn queryParam(req: *Request, name: []const u8) DecodeError!?[]const u8 {
     return req.query().getDecoded(req.arena, name);
 }
 
@@ -119,16 +241,19 @@ pub fn param(req: *const Request, name: []const u8) ?[]const u8 {
 
 /// The path parameter `name`, percent-decoded (copied into `arena` only when it holds
 /// escapes), or null.
-pub fn paramDecoded(req: *const Request, name: []const u8) DecodeError!?[]const u8 {
+pub fn paramDecoded(req: *Request, name: []const u8) DecodeError!?[]const u8 {
     const raw = req.param(name) orelse return null;
-    return try percent.decodeAlloc(req.arena, raw, .path);
+    return percent.decodeAlloc(req.arena, raw, .path) catch |err| switch (err) {
+        error.InvalidPercentEncoding => req.fault.blame(err, name),
+        error.OutOfMemory => err,
+    };
 }
 
 /// The path parameter `name` as an integer of type `T`. `error.MissingParameter` when the
 /// route has no such parameter, `error.InvalidParameter` when it is not a decimal `T`.
-pub fn paramInt(req: *const Request, comptime T: type, name: []const u8) error{ MissingParameter, InvalidParameter }!T {
-    const raw = req.param(name) orelse return error.MissingParameter;
-    return std.fmt.parseInt(T, raw, 10) catch error.InvalidParameter;
+pub fn paramInt(req: *Request, comptime T: type, name: []const u8) error{ MissingParameter, InvalidParameter }!T {
+    const raw = req.param(name) orelse return req.fault.blame(error.MissingParameter, name);
+    return std.fmt.parseInt(T, raw, 10) catch req.fault.blame(error.InvalidParameter, name);
 }
 
 /// Errors of the decoding conveniences.
@@ -146,10 +271,10 @@ pub fn cookie(req: *const Request, name: []const u8) cookie_header.Error!?[]cons
 
 /// The body as an `application/x-www-form-urlencoded` form (same syntax and methods as the
 /// query). `error.UnsupportedMediaType` when the Content-Type says otherwise.
-pub fn formData(req: *const Request) error{UnsupportedMediaType}!Query {
+pub fn formData(req: *Request) error{UnsupportedMediaType}!Query {
     const value = req.header("content-type") orelse return error.UnsupportedMediaType;
     if (!content_type.is(value, "application/x-www-form-urlencoded")) return error.UnsupportedMediaType;
-    return .{ .raw = req.body_bytes };
+    return .{ .raw = req.body_bytes, .fault = &req.fault };
 }
 
 /// Errors of `multipart`.
@@ -211,6 +336,8 @@ pub fn arenaStats(req: *const Request) ?Arena.Stats {
 pub const Query = struct {
     /// The query without its '?' (or the form body).
     raw: []const u8,
+    /// Where a failing `getDecoded`/`getInt` records the parameter's name (the request's).
+    fault: ?*Fault = null,
 
     /// One `name=value` pair, still percent-encoded.
     pub const Param = struct {
@@ -262,14 +389,22 @@ pub const Query = struct {
     /// when it holds escapes.
     pub fn getDecoded(q: Query, arena: std.mem.Allocator, name: []const u8) DecodeError!?[]const u8 {
         const raw = q.get(name) orelse return null;
-        return try percent.decodeAlloc(arena, raw, .form);
+        return percent.decodeAlloc(arena, raw, .form) catch |err| switch (err) {
+            error.InvalidPercentEncoding => q.blame(err, name),
+            error.OutOfMemory => err,
+        };
     }
 
     /// The value of `name` as a decimal integer of type `T`, or null when absent;
     /// `error.InvalidParameter` when it is not one.
     pub fn getInt(q: Query, comptime T: type, name: []const u8) error{InvalidParameter}!?T {
         const raw = q.get(name) orelse return null;
-        return std.fmt.parseInt(T, raw, 10) catch error.InvalidParameter;
+        return std.fmt.parseInt(T, raw, 10) catch q.blame(error.InvalidParameter, name);
+    }
+
+    fn blame(q: Query, err: anytype, name: []const u8) @TypeOf(err) {
+        const fault = q.fault orelse return err;
+        return fault.blame(err, name);
     }
 };
 
@@ -310,7 +445,7 @@ test "Request.queryParam: decoded on request, names compared decoded" {
     var arena_state: std.heap.ArenaAllocator = .init(std.testing.allocator);
     defer arena_state.deinit();
     var head: RequestParser.Head = undefined;
-    const req = testRequest(&head, &.{}, "q=a+b%21&n%61me=x&n=-12&bad=%zz&big=99999999999", "", arena_state.allocator());
+    var req = testRequest(&head, &.{}, "q=a+b%21&n%61me=x&n=-12&bad=%zz&big=99999999999", "", arena_state.allocator());
     try std.testing.expectEqualStrings("a b!", (try req.queryParam("q")).?);
     try std.testing.expectEqualStrings("x", (try req.queryParam("name")).?);
     try std.testing.expectEqual(@as(?[]const u8, null), try req.queryParam("missing"));
@@ -318,7 +453,13 @@ test "Request.queryParam: decoded on request, names compared decoded" {
     try std.testing.expectEqual(@as(?i32, -12), try req.query().getInt(i32, "n"));
     try std.testing.expectEqual(@as(?i32, null), try req.query().getInt(i32, "zzz"));
     try std.testing.expectError(error.InvalidParameter, req.query().getInt(i32, "q"));
+    try std.testing.expectEqualStrings("q", req.fault.nameFor(error.InvalidParameter).?);
     try std.testing.expectError(error.InvalidParameter, req.query().getInt(i32, "big"));
+    // The last failure is the one named, and only for its own error.
+    try std.testing.expectEqualStrings("big", req.fault.nameFor(error.InvalidParameter).?);
+    try std.testing.expectEqual(@as(?[]const u8, null), req.fault.nameFor(error.InvalidPercentEncoding));
+    try std.testing.expectError(error.InvalidPercentEncoding, req.queryParam("bad"));
+    try std.testing.expectEqualStrings("bad", req.fault.nameFor(error.InvalidPercentEncoding).?);
     var it = req.query().iterator();
     const first = it.next().?;
     try std.testing.expectEqualStrings("a+b%21", first.value);
@@ -335,7 +476,9 @@ test "Request.param: raw, decoded and as an integer" {
     try std.testing.expectEqual(@as(?[]const u8, null), req.param("other"));
     try std.testing.expectEqual(@as(u32, 42), try req.paramInt(u32, "id"));
     try std.testing.expectError(error.InvalidParameter, req.paramInt(u32, "name"));
+    try std.testing.expectEqualStrings("name", req.fault.nameFor(error.InvalidParameter).?);
     try std.testing.expectError(error.MissingParameter, req.paramInt(u32, "other"));
+    try std.testing.expectEqualStrings("other", req.fault.nameFor(error.MissingParameter).?);
     // "42" needs no decoding: no allocation.
     try std.testing.expectEqualStrings("42", (try req.paramDecoded("id")).?);
     try std.testing.expectError(error.OutOfMemory, req.paramDecoded("name"));
@@ -346,13 +489,13 @@ test "Request.formData: urlencoded bodies only" {
     defer arena_state.deinit();
     var head: RequestParser.Head = undefined;
     const form_headers = [_]http.Header{.{ .name = "Content-Type", .value = "application/x-www-form-urlencoded; charset=UTF-8" }};
-    const req = testRequest(&head, &form_headers, "", "title=Hello+world&tags=a%2Cb", arena_state.allocator());
+    var req = testRequest(&head, &form_headers, "", "title=Hello+world&tags=a%2Cb", arena_state.allocator());
     const form = try req.formData();
     try std.testing.expectEqualStrings("Hello world", (try form.getDecoded(req.arena, "title")).?);
     try std.testing.expectEqualStrings("a,b", (try form.getDecoded(req.arena, "tags")).?);
     for ([_][]const http.Header{ &.{}, &.{.{ .name = "Content-Type", .value = "text/plain" }} }) |headers| {
         var other_head: RequestParser.Head = undefined;
-        const other = testRequest(&other_head, headers, "", "a=1", arena_state.allocator());
+        var other = testRequest(&other_head, headers, "", "a=1", arena_state.allocator());
         try std.testing.expectError(error.UnsupportedMediaType, other.formData());
     }
 }

@@ -39,6 +39,12 @@
 //! each hook; `req.user_data` carries state between them. Body hooks run before any middleware
 //! (they cannot wait for it); check what must be checked in `onHead`. Other routes buffer as
 //! usual.
+//!
+//! Route flags (`Route.with`): `blocking` runs a route's handler and middleware on the
+//! server's handler pool on event-loop engines (the router then declares `mayBlock`, and the
+//! server starts the pool), leaving the other routes on the loop; `body_reader` calls the
+//! handler as soon as the head is in, to read the body as it arrives with `req.bodyReader()`
+//! (it implies `blocking`).
 const std = @import("std");
 const http = @import("http.zig");
 const Request = @import("Request.zig");
@@ -61,6 +67,32 @@ pub const Route = struct {
     children: []const Route = &.{},
     /// Middleware types wrapping this group's routes (outermost first).
     middleware: []const type = &.{},
+    /// How the server runs this route (or every route of this group); see `with`.
+    flags: Flags = .{},
+
+    /// How the server runs a route's handler.
+    pub const Flags = struct {
+        /// The handler may block (sleep, wait on I/O, stream for long): on `epoll` and
+        /// `io_uring` it runs, with its middleware, on the handler pool, which the server then
+        /// starts by itself; other routes stay on the event loop. `Response.flush` and
+        /// `EventStream` then stream as they go, and a client that went away is noticed.
+        blocking: bool = false,
+        /// The handler reads the body itself, as it arrives, with `req.bodyReader()` (up to
+        /// `Config.streamed_body_bytes_max`; nothing is buffered before `handle` runs).
+        /// Implies `blocking`. The handler must be a function, not a type with body hooks.
+        body_reader: bool = false,
+    };
+
+    /// `r` (a route or a group) with `flags` added:
+    /// `.with(.{ .blocking = true }, .get("/events", events))`.
+    pub fn with(comptime flags: Flags, comptime r: Route) Route {
+        var flagged = r;
+        flagged.flags = .{
+            .blocking = r.flags.blocking or flags.blocking or flags.body_reader,
+            .body_reader = r.flags.body_reader or flags.body_reader,
+        };
+        return flagged;
+    }
 
     /// A route for `methods` on `pattern`. `handler` is
     /// `fn (ctx: *Context, req: *saker.Request, res: *saker.Response) !void` or, without the
@@ -138,9 +170,10 @@ pub const Options = struct {
     routes: []const Route,
     /// Middleware wrapping every request, outermost first.
     middleware: []const type = &.{},
-    /// Whether handlers may block (sleep, wait on I/O, stream for long): on event-loop
-    /// engines they then run on the handler pool (`Config.handler_threads`), where
-    /// `Response.flush` and `EventStream` stream as they go.
+    /// Whether every handler may block (sleep, wait on I/O, stream for long): on event-loop
+    /// engines they then all run on the handler pool (`Config.handler_threads`), where
+    /// `Response.flush` and `EventStream` stream as they go. To move only some routes there,
+    /// flag them with `Route.with(.{ .blocking = true }, ...)` instead.
     blocking: bool = false,
 };
 
@@ -157,6 +190,7 @@ const Leaf = struct {
     pattern: []const u8,
     handler: type,
     middleware: []const type,
+    flags: Route.Flags,
 };
 
 /// What a handler's `onHead` returns (see `Server`): how to receive the body.
@@ -266,24 +300,28 @@ fn joinPattern(comptime prefix: []const u8, comptime pattern: []const u8) []cons
 
 const Flattened = union(enum) { ok: []const Leaf, err: []const u8 };
 
-fn flatten(comptime routes: []const Route, comptime prefix: []const u8, comptime middleware: []const type) Flattened {
+fn flatten(comptime routes: []const Route, comptime prefix: []const u8, comptime middleware: []const type, comptime flags: Route.Flags) Flattened {
     comptime {
         var leaves: []const Leaf = &.{};
         for (routes) |r| {
+            const inherited = Route.with(flags, r).flags;
             if (r.handler == void) {
                 if (r.pattern.len > 0 and (r.pattern[0] != '/' or r.pattern[r.pattern.len - 1] == '/'))
                     return .{ .err = "saker.Router: group prefix \"" ++ r.pattern ++ "\" must start with '/' and not end with one" };
-                switch (flatten(r.children, prefix ++ r.pattern, middleware ++ r.middleware)) {
+                switch (flatten(r.children, prefix ++ r.pattern, middleware ++ r.middleware, inherited)) {
                     .ok => |children| leaves = leaves ++ children,
                     .err => |why| return .{ .err = why },
                 }
             } else {
                 if (r.methods.len == 0) return .{ .err = "saker.Router: route \"" ++ r.pattern ++ "\" has no method" };
+                if (inherited.body_reader and r.handler.Hooks != void)
+                    return .{ .err = "saker.Router: route \"" ++ r.pattern ++ "\" reads its body with req.bodyReader(), so its handler must be a function, not a type with body hooks" };
                 leaves = leaves ++ .{Leaf{
                     .methods = r.methods,
                     .pattern = joinPattern(prefix, r.pattern),
                     .handler = r.handler,
                     .middleware = middleware,
+                    .flags = inherited,
                 }};
             }
         }
@@ -296,7 +334,7 @@ fn flatten(comptime routes: []const Route, comptime prefix: []const u8, comptime
 pub fn validate(comptime routes: []const Route) ?[]const u8 {
     comptime {
         @setEvalBranchQuota(100_000);
-        const leaves = switch (flatten(routes, "", &.{})) {
+        const leaves = switch (flatten(routes, "", &.{}, .{})) {
             .ok => |l| l,
             .err => |why| return why,
         };
@@ -324,57 +362,90 @@ pub fn validate(comptime routes: []const Route) ?[]const u8 {
 
 /// A handler type that routes requests to the functions in `options.routes`. Its one field,
 /// `context`, is passed to every handler that takes it (`*Context`; `{}` when `Context` is
-/// `void`). It declares the body hooks `onHead`/`onBody` only when a route streams its body,
-/// so other routers cost nothing before `handle`.
+/// `void`). It declares the body hooks `onHead`/`onBody` only when a route streams its body
+/// or reads it with `req.bodyReader()`, and `mayBlock` only when some routes (not all) are
+/// flagged `blocking`, so other routers cost nothing before `handle`.
 pub fn Router(comptime Context: type, comptime options: Options) type {
     if (comptime validate(options.routes)) |why| @compileError(why);
     const Core = RouterCore(Context, options);
-    if (!Core.streams) return struct {
+    const hooks = Core.streams or Core.reads;
+    const per_route = Core.any_blocking and !options.blocking;
+    if (hooks and per_route) return struct {
         const RouterOf = @This();
         /// What handlers receive as their first parameter.
         pub const ContextPtr = Core.ContextPtr;
-        /// Whether the server runs `handle` on its handler pool (`Options.blocking`).
+        /// Whether the server runs every `handle` on its handler pool (`Options.blocking`).
         pub const blocking = options.blocking;
-
         context: ContextPtr,
 
         /// Server entry point: global middleware, then routing.
         pub fn handle(router: *RouterOf, req: *Request, res: *Response) anyerror!void {
             return Core.handle(router.context, req, res);
+        }
+        /// Server hook, before the body is read: streams it for routes with body hooks.
+        pub fn onHead(router: *RouterOf, req: *Request, res: *Response) anyerror!BodyAction {
+            return Core.onHead(router.context, req, res);
+        }
+        /// Server hook: a piece of a streamed body, for the route's `onBody`.
+        pub fn onBody(router: *RouterOf, req: *Request, res: *Response, chunk: []const u8) anyerror!void {
+            return Core.onBody(router.context, req, res, chunk);
+        }
+        /// Server hook: whether `req` goes to a route flagged `blocking` (handler pool).
+        pub fn mayBlock(router: *const RouterOf, req: *const Request) bool {
+            _ = router;
+            return Core.mayBlock(req);
+        }
+    };
+    if (hooks) return struct {
+        const RouterOf = @This();
+        /// What handlers receive as their first parameter.
+        pub const ContextPtr = Core.ContextPtr;
+        /// Whether the server runs every `handle` on its handler pool (`Options.blocking`).
+        pub const blocking = options.blocking;
+        context: ContextPtr,
+
+        /// Server entry point: global middleware, then routing.
+        pub fn handle(router: *RouterOf, req: *Request, res: *Response) anyerror!void {
+            return Core.handle(router.context, req, res);
+        }
+        /// Server hook, before the body is read: streams it for routes with body hooks.
+        pub fn onHead(router: *RouterOf, req: *Request, res: *Response) anyerror!BodyAction {
+            return Core.onHead(router.context, req, res);
+        }
+        /// Server hook: a piece of a streamed body, for the route's `onBody`.
+        pub fn onBody(router: *RouterOf, req: *Request, res: *Response, chunk: []const u8) anyerror!void {
+            return Core.onBody(router.context, req, res, chunk);
+        }
+    };
+    if (per_route) return struct {
+        const RouterOf = @This();
+        /// What handlers receive as their first parameter.
+        pub const ContextPtr = Core.ContextPtr;
+        /// Whether the server runs every `handle` on its handler pool (`Options.blocking`).
+        pub const blocking = options.blocking;
+        context: ContextPtr,
+
+        /// Server entry point: global middleware, then routing.
+        pub fn handle(router: *RouterOf, req: *Request, res: *Response) anyerror!void {
+            return Core.handle(router.context, req, res);
+        }
+        /// Server hook: whether `req` goes to a route flagged `blocking` (handler pool).
+        pub fn mayBlock(router: *const RouterOf, req: *const Request) bool {
+            _ = router;
+            return Core.mayBlock(req);
         }
     };
     return struct {
         const RouterOf = @This();
         /// What handlers receive as their first parameter.
         pub const ContextPtr = Core.ContextPtr;
-        /// Whether the server runs `handle` on its handler pool (`Options.blocking`).
+        /// Whether the server runs every `handle` on its handler pool (`Options.blocking`).
         pub const blocking = options.blocking;
-
         context: ContextPtr,
 
         /// Server entry point: global middleware, then routing.
         pub fn handle(router: *RouterOf, req: *Request, res: *Response) anyerror!void {
             return Core.handle(router.context, req, res);
-        }
-
-        /// Server hook, before the body is read: streams it for routes with body hooks.
-        pub fn onHead(router: *RouterOf, req: *Request, res: *Response) anyerror!BodyAction {
-            var params: [Core.params_max]Request.PathParam = undefined;
-            const found = Core.findHooks(req, &params) orelse return .buffer;
-            req.params = params[0..found.param_count];
-            defer req.params = &.{};
-            if (found.hooks.on_head) |on_head| return on_head(router.context, req, res);
-            return .stream;
-        }
-
-        /// Server hook: a piece of a streamed body, for the route's `onBody`.
-        pub fn onBody(router: *RouterOf, req: *Request, res: *Response, chunk: []const u8) anyerror!void {
-            var params: [Core.params_max]Request.PathParam = undefined;
-            // Only routes with hooks stream, and the same request finds the same route.
-            const found = Core.findHooks(req, &params) orelse unreachable;
-            req.params = params[0..found.param_count];
-            defer req.params = &.{};
-            return found.hooks.on_body(router.context, req, res, chunk);
         }
     };
 }
@@ -392,13 +463,15 @@ fn RouterCore(comptime Context: type, comptime options: Options) type {
             on_body: *const fn (context: ContextPtr, req: *Request, res: *Response, chunk: []const u8) anyerror!void,
         };
 
-        const leaves = flatten(options.routes, "", &.{}).ok;
+        const leaves = flatten(options.routes, "", &.{}, .{}).ok;
 
         /// One distinct pattern and its handler for each method.
         const Entry = struct {
             pattern: Pattern,
             calls: [method_count]?Call,
             hooks: [method_count]?Hooks,
+            /// Per method: the route's `Route.Flags`.
+            flags: [method_count]Route.Flags,
             /// The 405 or automatic OPTIONS answer, inside the middleware of the pattern's
             /// first route (so a CORS middleware on a group sees its preflights).
             fallback: Call,
@@ -421,6 +494,7 @@ fn RouterCore(comptime Context: type, comptime options: Options) type {
                     .pattern = pattern,
                     .calls = @splat(null),
                     .hooks = @splat(null),
+                    .flags = @splat(.{}),
                     .fallback = &Chain(leaf.middleware, &answerMethod).run,
                     .methods = 0,
                     .allow = "",
@@ -428,6 +502,7 @@ fn RouterCore(comptime Context: type, comptime options: Options) type {
                 for (leaf.methods) |method| {
                     entry.calls[@backingInt(method)] = call;
                     entry.hooks[@backingInt(method)] = hooks;
+                    entry.flags[@backingInt(method)] = leaf.flags;
                     entry.methods |= methodBit(method);
                 }
                 if (index) |i| {
@@ -460,6 +535,18 @@ fn RouterCore(comptime Context: type, comptime options: Options) type {
         /// Whether some route receives its body in pieces.
         pub const streams = blk: {
             for (leaves) |leaf| if (leaf.handler.Hooks != void) break :blk true;
+            break :blk false;
+        };
+
+        /// Whether some route reads its body with `req.bodyReader()`.
+        pub const reads = blk: {
+            for (leaves) |leaf| if (leaf.flags.body_reader) break :blk true;
+            break :blk false;
+        };
+
+        /// Whether some route is flagged `blocking` (or `body_reader`).
+        pub const any_blocking = blk: {
+            for (leaves) |leaf| if (leaf.flags.blocking) break :blk true;
             break :blk false;
         };
 
@@ -498,7 +585,8 @@ fn RouterCore(comptime Context: type, comptime options: Options) type {
                         const reply = client_error.answer(err) orelse return err;
                         if (!res.rollback(point)) return err;
                         log.debug("{s} {s}: {t}", .{ req.method.name(), req.path, err });
-                        answer(res, reply.status, reply.body);
+                        const parameter = req.fault.nameFor(err) orelse return answer(res, reply.status, reply.body);
+                        answerNaming(res, reply, parameter);
                     };
                 }
             };
@@ -537,22 +625,55 @@ fn RouterCore(comptime Context: type, comptime options: Options) type {
             };
         }
 
-        /// The body hooks of the route that will handle `req`, and its parameters (written to
-        /// `params`); null when that route has none (or no route matches).
-        pub fn findHooks(req: *const Request, params: *[params_max]Request.PathParam) ?struct { hooks: Hooks, param_count: usize } {
+        /// The route that will handle `req`: its body hooks (if any), its flags, and how many
+        /// parameters it captured into `params`; null when no route has the method.
+        const Found = struct { hooks: ?Hooks, flags: Route.Flags, param_count: usize };
+
+        fn findRoute(req: *const Request, params: *[params_max]Request.PathParam) ?Found {
             const method_index = @backingInt(req.method);
             inline for (entries) |entry| {
                 if (match(entry.pattern.tokens, req.path, params)) {
                     var index = method_index;
                     if (entry.calls[index] == null and req.method == .HEAD) index = @backingInt(http.Method.GET);
-                    // The first pattern with the method handles the request, hooks or not.
-                    if (entry.calls[index] != null) {
-                        const hooks = entry.hooks[index] orelse return null;
-                        return .{ .hooks = hooks, .param_count = entry.pattern.param_count };
-                    }
+                    // The first pattern with the method handles the request.
+                    if (entry.calls[index] != null) return .{
+                        .hooks = entry.hooks[index],
+                        .flags = entry.flags[index],
+                        .param_count = entry.pattern.param_count,
+                    };
                 }
             }
             return null;
+        }
+
+        /// Before the body is read: `.reader` for routes flagged `body_reader`, the route's
+        /// own `onHead` (or `.stream`) for routes with body hooks, else `.buffer`.
+        pub fn onHead(context: ContextPtr, req: *Request, res: *Response) anyerror!BodyAction {
+            var params: [params_max]Request.PathParam = undefined;
+            const found = findRoute(req, &params) orelse return .buffer;
+            if (found.flags.body_reader) return .reader;
+            const hooks = found.hooks orelse return .buffer;
+            req.params = params[0..found.param_count];
+            defer req.params = &.{};
+            if (hooks.on_head) |on_head| return on_head(context, req, res);
+            return .stream;
+        }
+
+        /// A piece of a streamed body, for the route's `onBody`.
+        pub fn onBody(context: ContextPtr, req: *Request, res: *Response, chunk: []const u8) anyerror!void {
+            var params: [params_max]Request.PathParam = undefined;
+            // Only routes with hooks stream, and the same request finds the same route.
+            const found = findRoute(req, &params).?;
+            req.params = params[0..found.param_count];
+            defer req.params = &.{};
+            return found.hooks.?.on_body(context, req, res, chunk);
+        }
+
+        /// Whether `req` goes to a route flagged `blocking`.
+        pub fn mayBlock(req: *const Request) bool {
+            var params: [params_max]Request.PathParam = undefined;
+            const found = findRoute(req, &params) orelse return false;
+            return found.flags.blocking;
         }
 
         /// Runs `middleware` in order, then `final`.
@@ -638,6 +759,16 @@ fn RouterCore(comptime Context: type, comptime options: Options) type {
             try res.header("Allow", allow);
             res.status = .no_content;
             res.setBody("");
+        }
+
+        /// A client error's answer that names the parameter at fault.
+        fn answerNaming(res: *Response, reply: client_error.Answer, parameter: []const u8) void {
+            var buffer: [client_error.reason_bytes_max]u8 = undefined;
+            const reason = client_error.reasonNaming(&buffer, reply, parameter);
+            res.status = reply.status;
+            res.content_type = "text/plain; charset=utf-8";
+            res.print("{d} {s}: {s}\n", .{ reply.status.code(), reply.status.phrase(), reason }) catch
+                answer(res, reply.status, reply.body);
         }
 
         fn answer(res: *Response, status: http.Status, body: []const u8) void {
@@ -963,7 +1094,7 @@ test "Router: a ClientError becomes its 4xx answer; other errors propagate" {
     var x: HandlerCall = undefined;
     try run(.GET, "/bad/%zz", &l, &x);
     try std.testing.expectEqual(http.Status.bad_request, x.response.status);
-    try std.testing.expectEqualStrings("400 Bad Request: invalid percent-encoding\n", x.body());
+    try std.testing.expectEqualStrings("400 Bad Request: invalid percent-encoding \"v\"\n", x.body());
     try std.testing.expectEqual(@as(?[]const u8, null), x.header("X-Dropped"));
     try std.testing.expectEqualStrings("global<bad;>global;", l.text());
     try std.testing.expectError(error.Broken, run(.POST, "/bad/x", &l, &x));

@@ -50,19 +50,28 @@ pub fn checkHandler(comptime Handler: type) void {
         else => false,
     };
     if (!ok) @compileError(wrong ++ " (it must return void or !void)");
-    if (@hasDecl(Handler, "onHead")) checkHook(Handler, "onHead", &.{ *Request, *Response }, BodyAction, "pub fn onHead(self: *" ++ @typeName(Handler) ++
+    if (@hasDecl(Handler, "onHead")) checkHook(Handler, "onHead", &.{ *Request, *Response }, BodyAction, .may_fail, "pub fn onHead(self: *" ++ @typeName(Handler) ++
         ", req: *saker.Request, res: *saker.Response) !saker.BodyAction");
-    if (@hasDecl(Handler, "onBody")) checkHook(Handler, "onBody", &.{ *Request, *Response, []const u8 }, void, "pub fn onBody(self: *" ++ @typeName(Handler) ++
+    if (@hasDecl(Handler, "onBody")) checkHook(Handler, "onBody", &.{ *Request, *Response, []const u8 }, void, .may_fail, "pub fn onBody(self: *" ++ @typeName(Handler) ++
         ", req: *saker.Request, res: *saker.Response, chunk: []const u8) !void");
-    if (@hasDecl(Handler, "onTick")) checkHook(Handler, "onTick", &.{u32}, void, "pub fn onTick(self: *" ++ @typeName(Handler) ++
+    if (@hasDecl(Handler, "onTick")) checkHook(Handler, "onTick", &.{u32}, void, .infallible, "pub fn onTick(self: *" ++ @typeName(Handler) ++
         ", worker_index: u32) void");
-    if (@hasDecl(Handler, "onHead") and !@hasDecl(Handler, "onBody"))
-        @compileError(@typeName(Handler) ++ " declares onHead, which may stream the body, but no `pub fn onBody(...)` to receive it");
+    if (@hasDecl(Handler, "mayBlock")) checkHook(Handler, "mayBlock", &.{*const Request}, bool, .infallible, "pub fn mayBlock(self: *const " ++ @typeName(Handler) ++
+        ", req: *const saker.Request) bool");
+    if (@hasDecl(Handler, "onBody") and !@hasDecl(Handler, "onHead"))
+        @compileError(@typeName(Handler) ++ " declares onBody but no `pub fn onHead(...) !saker.BodyAction` to ask for a streamed body");
 }
 
 /// Checks an optional hook: `self` (pointer to the handler), then `params`, returning
-/// `Payload` or an error union of it.
-fn checkHook(comptime Handler: type, comptime name: []const u8, comptime params: []const type, comptime Payload: type, comptime expected: []const u8) void {
+/// `Payload`, or an error union of it when it `.may_fail`.
+fn checkHook(
+    comptime Handler: type,
+    comptime name: []const u8,
+    comptime params: []const type,
+    comptime Payload: type,
+    comptime failure: enum { may_fail, infallible },
+    comptime expected: []const u8,
+) void {
     const wrong = "wrong signature for " ++ @typeName(Handler) ++ "." ++ name ++ ": expected `" ++ expected ++ "`";
     const info = @typeInfo(@TypeOf(@field(Handler, name)));
     if (info != .@"fn") @compileError(wrong);
@@ -73,7 +82,7 @@ fn checkHook(comptime Handler: type, comptime name: []const u8, comptime params:
     for (params, f.param_types[1..]) |want, got| if (got != want) @compileError(wrong);
     const Return = f.return_type orelse @compileError(wrong);
     const ok = Return == Payload or switch (@typeInfo(Return)) {
-        .error_union => |eu| eu.payload == Payload,
+        .error_union => |eu| eu.payload == Payload and failure == .may_fail,
         else => false,
     };
     if (!ok) @compileError(wrong);
@@ -292,7 +301,16 @@ pub fn Server(comptime Handler: type) type {
 
         fn dispatchOnBody(context: *anyopaque, req: *Request, res: *Response, chunk: []const u8) anyerror!void {
             const handler: *Handler = @ptrCast(@alignCast(context));
+            if (!@hasDecl(Handler, "onBody")) {
+                log.warn("{s}.onHead chose .stream, but it declares no onBody to receive the body", .{@typeName(Handler)});
+                return error.NoBodyHook;
+            }
             return handler.onBody(req, res, chunk);
+        }
+
+        fn dispatchMayBlock(context: *anyopaque, req: *const Request) bool {
+            const handler: *Handler = @ptrCast(@alignCast(context));
+            return handler.mayBlock(req);
         }
 
         /// The type-erased hooks the workers call.
@@ -302,7 +320,9 @@ pub fn Server(comptime Handler: type) type {
                     .context = handler,
                     .handle = dispatchHandle,
                     .on_head = if (@hasDecl(Handler, "onHead")) dispatchOnHead else null,
-                    .on_body = if (@hasDecl(Handler, "onBody")) dispatchOnBody else null,
+                    // `.stream` from an onHead without onBody fails the request (500, logged).
+                    .on_body = if (@hasDecl(Handler, "onHead")) dispatchOnBody else null,
+                    .may_block = if (@hasDecl(Handler, "mayBlock")) dispatchMayBlock else null,
                     .tick = if (@hasDecl(Handler, "onTick")) dispatchTick else null,
                     .websocket = if (@hasDecl(Handler, "WebSocket")) &WebSocketDispatch(Handler).callbacks else null,
                 };
@@ -560,14 +580,16 @@ pub fn Server(comptime Handler: type) type {
             }
         }
 
-        /// Handler pool threads to start: for event engines, when the handler may block.
+        /// Handler pool threads to start: for event engines, when the handler may block (all
+        /// of it: `blocking`, or some requests: `mayBlock`).
         fn handlerThreads(server: *const ServerOfHandler) ?u16 {
             switch (server.config.engine) {
                 .epoll, .io_uring => {},
                 .blocking, .thread_per_connection, .worker_pool => return null,
             }
             if (server.config.handler_threads > 0) return server.config.handler_threads;
-            if (@hasDecl(Handler, "blocking") and Handler.blocking) {
+            const some_block = @hasDecl(Handler, "mayBlock");
+            if ((@hasDecl(Handler, "blocking") and Handler.blocking) or some_block) {
                 const cpus = std.Thread.getCpuCount() catch 1;
                 return @intCast(@min(cpus * 4, 1024));
             }

@@ -111,6 +111,9 @@ pub const Dispatch = struct {
     on_head: ?*const fn (context: *anyopaque, req: *Request, res: *Response) anyerror!BodyAction = null,
     /// The handler's optional `onBody`: receives a streamed body piece by piece.
     on_body: ?*const fn (context: *anyopaque, req: *Request, res: *Response, chunk: []const u8) anyerror!void = null,
+    /// The handler's optional `mayBlock`: whether this request's `handle` must run on the
+    /// handler pool (when there is one); without it, every request does.
+    may_block: ?*const fn (context: *anyopaque, req: *const Request) bool = null,
     /// The handler's optional `onTick` hook (per-worker housekeeping such as flushing logs).
     tick: ?*const fn (context: *anyopaque, worker_index: u32) void = null,
 };
@@ -142,6 +145,10 @@ pub const BodyAction = enum {
     /// Do not read it: call `handle` now; the connection closes after the response, and a
     /// client that sent `Expect: 100-continue` is not invited to send the body.
     skip,
+    /// Call `handle` now, on a thread that may block; it reads the body as it arrives with
+    /// `req.bodyReader()` (up to `streamed_body_bytes_max`). On an event loop without the
+    /// handler pool `bodyReader()` fails with `error.BodyReaderUnavailable`.
+    reader,
 };
 
 const LargeLink = struct { next: ?*LargeLink };
@@ -166,6 +173,7 @@ pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, disp
         .arena_bytes = config.arena_bytes,
         .header_count = config.header_count_max,
         .response_header_count = config.response_header_count_max,
+        .arena_request_bytes_max = config.arena_request_bytes_max,
     };
     const exchanges = try mapped.alloc(Exchange, connections_max);
     errdefer mapped.free(exchanges);
@@ -258,8 +266,15 @@ pub fn releaseExchange(worker: *Worker, exchange: *Exchange) void {
 /// Called on a pool thread: tells the engine `connection` needs attention.
 pub fn postCompletion(worker: *Worker, connection: *Connection) void {
     worker.completions_mutex.lock();
-    connection.exchange.?.next_completion = worker.completions;
-    worker.completions = connection;
+    const x = connection.exchange.?;
+    // The engine may already have served an earlier post of this connection (a socket event
+    // drove it) without taking the list yet: it is still listed, and linking it again would
+    // make a cycle. Listed once, it is looked at once for all it posted.
+    if (!x.completion_listed) {
+        x.completion_listed = true;
+        x.next_completion = worker.completions;
+        worker.completions = connection;
+    }
     worker.completions_mutex.unlock();
     const one: u64 = 1;
     _ = std.os.linux.write(worker.wake_fd, std.mem.asBytes(&one), @sizeOf(u64));
@@ -274,6 +289,10 @@ pub fn takeCompletions(worker: *Worker) ?*Connection {
     defer worker.completions_mutex.unlock();
     const list = worker.completions;
     worker.completions = null;
+    var item = list;
+    while (item) |connection| : (item = connection.exchange.?.next_completion) {
+        connection.exchange.?.completion_listed = false;
+    }
     return list;
 }
 

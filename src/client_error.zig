@@ -51,6 +51,14 @@ const table = [_]struct { err: anyerror, status: http.Status, reason: []const u8
     .{ .err = error.InvalidParameter, .status = .bad_request, .reason = "invalid parameter" },
 };
 
+/// Room for the longest reason with a parameter name (`Request.fault_name_bytes_max`).
+pub const reason_bytes_max = 96;
+
+/// `a.reason` naming the parameter at fault: `invalid parameter "page"`, in `buffer`.
+pub fn reasonNaming(buffer: *[reason_bytes_max]u8, a: Answer, parameter: []const u8) []const u8 {
+    return std.mem.print(buffer, "{s} \"{s}\"", .{ a.reason, parameter }) catch a.reason;
+}
+
 /// The answer for `err` when it is a `ClientError`, else null (the server answers 500).
 pub fn answer(err: anyerror) ?Answer {
     inline for (table) |row| {
@@ -72,4 +80,9 @@ test "client_error.answer: every ClientError has an answer, others none" {
     }
     try std.testing.expectEqual(@as(?Answer, null), answer(error.OutOfMemory));
     try std.testing.expectEqualStrings("400 Bad Request: invalid JSON body\n", answer(error.InvalidJson).?.body);
+    var buffer: [reason_bytes_max]u8 = undefined;
+    const long_name: [32]u8 = @splat('n');
+    try std.testing.expectEqualStrings("invalid parameter \"page\"", reasonNaming(&buffer, answer(error.InvalidParameter).?, "page"));
+    // The longest kept name fits with the longest reason.
+    inline for (table) |row| _ = std.mem.print(&buffer, "{s} \"{s}\"", .{ row.reason, &long_name }) catch unreachable;
 }

@@ -11,7 +11,7 @@ const engine = @import("../engine.zig");
 const Worker = @import("../Worker.zig");
 const Connection = @import("../Connection.zig");
 
-const SinkContext = struct { fd: linux.fd_t };
+const SinkContext = struct { fd: linux.fd_t, worker: *Worker };
 
 /// Serves `fd` to the end and closes it. `drain_deadline_ms` is shared by the connections a
 /// thread serves after the stop, so the whole shutdown stays within `shutdown_timeout_ms`.
@@ -30,8 +30,8 @@ pub fn serveConnection(worker: *Worker, fd: linux.fd_t, peer: ?std.Io.net.IpAddr
     if (known_peer) |*address| c.peer = address;
     // TCP_CORK is set while a head and its file body go out (see `socket.setCork`).
     var corked = false;
-    var sink_context: SinkContext = .{ .fd = fd };
-    const sink: Connection.Sink = .{ .context = &sink_context, .writeAll = sinkWriteAll };
+    var sink_context: SinkContext = .{ .fd = fd, .worker = worker };
+    const sink: Connection.Sink = .{ .context = &sink_context, .writeAll = sinkWriteAll, .read = sinkRead };
     c.sink = &sink;
     for (0..std.math.maxInt(u32)) |_| {
         worker.updateClock();
@@ -143,6 +143,27 @@ fn readableNow(fd: linux.fd_t) bool {
 fn setSendTimeout(fd: linux.fd_t, ms: u32) void {
     const timeout: linux.timeval = .{ .sec = @intCast(ms / 1000), .usec = @intCast(@as(u64, ms % 1000) * 1000) };
     _ = linux.setsockopt(fd, linux.SOL.SOCKET, linux.SO.SNDTIMEO, std.mem.asBytes(&timeout), @sizeOf(linux.timeval));
+}
+
+/// Connection.Sink, read side: waits (poll) until the socket has bytes or the deadline
+/// passes, then receives what is there.
+fn sinkRead(context: *anyopaque, buffer: []u8, deadline_ms: u64) error{ ClientGone, Timeout }!usize {
+    const source: *SinkContext = @ptrCast(@alignCast(context));
+    const worker = source.worker;
+    while (true) {
+        worker.updateClock();
+        if (worker.now_ms >= deadline_ms) return error.Timeout;
+        const wait_ms: i32 = @intCast(@min(deadline_ms - worker.now_ms, 1000));
+        var fds = [_]posix.pollfd{.{ .fd = source.fd, .events = posix.POLL.IN, .revents = 0 }};
+        const ready = posix.poll(&fds, wait_ms) catch return error.ClientGone;
+        if (ready == 0) continue;
+        const n = socket.recv(source.fd, buffer) catch |err| switch (err) {
+            error.WouldBlock, error.Interrupted => continue,
+            error.ConnectionLost, error.Unexpected => return error.ClientGone,
+        };
+        if (n == 0) return error.ClientGone;
+        return n;
+    }
 }
 
 /// Connection.Sink: writes everything, resuming after partial writes.

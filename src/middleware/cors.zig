@@ -1,7 +1,15 @@
 //! CORS (Fetch standard §3.2, "CORS protocol"): answers preflight requests from allowed
 //! origins and marks other responses to them with `Access-Control-Allow-Origin`. Requests
-//! without `Origin`, or from origins not allowed, pass through untouched (the browser then
-//! withholds the response from the page).
+//! from origins not allowed pass through unmarked (the browser then withholds the response
+//! from the page).
+//!
+//! Caches (Fetch §3.2.5): when the answer depends on the request's `Origin` (a list of
+//! origins, or credentials, where the origin is echoed), every response says
+//! `Vary: Origin`, marked or not, so a cache never serves one origin's answer to another.
+//! With any origin and no credentials the answer is the same for all: every response, with
+//! or without `Origin`, gets `Access-Control-Allow-Origin: *` and needs no `Vary`. A
+//! preflight answer that echoes the requested headers also varies on
+//! `Access-Control-Request-Headers`.
 const std = @import("std");
 const Request = @import("../Request.zig");
 const Response = @import("../Response.zig");
@@ -28,23 +36,30 @@ pub fn Cors(comptime options: Options) type {
         if (std.mem.eql(u8, o, "*")) break true;
     } else false;
     const max_age: ?[]const u8 = if (options.max_age_s) |s| std.fmt.comptimePrint("{d}", .{s}) else null;
+    // Any origin without credentials: the same answer whatever the Origin.
+    const same_for_all = any_origin and !options.allow_credentials;
     return struct {
         /// Middleware entry point.
         pub fn handle(req: *Request, res: *Response, next: anytype) !void {
-            const origin = req.header("Origin") orelse return next.run(req, res);
-            if (!allowed(origin)) return next.run(req, res);
-            if (any_origin and !options.allow_credentials) {
+            if (same_for_all) {
                 try res.header("Access-Control-Allow-Origin", "*");
             } else {
+                try res.header("Vary", "Origin");
+            }
+            const origin = req.header("Origin") orelse return next.run(req, res);
+            if (!allowed(origin)) return next.run(req, res);
+            if (!same_for_all) {
                 const echoed = res.arena.dupe(u8, origin) catch return error.OutOfMemory;
                 try res.header("Access-Control-Allow-Origin", echoed);
-                try res.header("Vary", "Origin");
             }
             if (options.allow_credentials) try res.header("Access-Control-Allow-Credentials", "true");
             if (req.method == .OPTIONS and req.header("Access-Control-Request-Method") != null) {
                 // A preflight: answered here, the route never sees it.
                 try res.header("Access-Control-Allow-Methods", options.allowed_methods);
-                const headers = options.allowed_headers orelse req.header("Access-Control-Request-Headers");
+                const headers = options.allowed_headers orelse echo: {
+                    try res.header("Vary", "Access-Control-Request-Headers");
+                    break :echo req.header("Access-Control-Request-Headers");
+                };
                 if (headers) |value| {
                     const copy = res.arena.dupe(u8, value) catch return error.OutOfMemory;
                     try res.header("Access-Control-Allow-Headers", copy);
@@ -109,16 +124,25 @@ test "Cors: preflights answered, allowed origins marked, others untouched" {
     try std.testing.expectEqualStrings("data", call.body());
     try std.testing.expectEqualStrings("X-Total", call.header("Access-Control-Expose-Headers").?);
 
-    // Another origin, or none: untouched; an OPTIONS without preflight fields is the router's.
+    try std.testing.expectEqualStrings("Origin", call.header("Vary").?);
+
+    // Another origin, or none: unmarked, but still `Vary: Origin` (the answer depends on it);
+    // an OPTIONS without preflight fields is the router's.
     for ([_][]const http.Header{ &.{.{ .name = "Origin", .value = "https://evil.example" }}, &.{} }) |headers| {
         call.init(.{ .method = .OPTIONS, .target = "/data", .arena = arena_state.allocator(), .headers = headers });
         try app.handle(&call.request, &call.response);
         try std.testing.expectEqual(@as(?[]const u8, null), call.header("Access-Control-Allow-Origin"));
         try std.testing.expectEqualStrings("GET, HEAD, PUT, OPTIONS", call.header("Allow").?);
+        try std.testing.expectEqualStrings("Origin", call.header("Vary").?);
+        call.init(.{ .target = "/data", .arena = arena_state.allocator(), .headers = headers });
+        try app.handle(&call.request, &call.response);
+        try std.testing.expectEqualStrings("data", call.body());
+        try std.testing.expectEqualStrings("Origin", call.header("Vary").?);
     }
 }
 
 test "Cors: any origin without credentials is \"*\"" {
+    const http = @import("../http.zig");
     const Router = @import("../Router.zig").Router;
     const HandlerCall = @import("../testing/HandlerCall.zig");
     const handlers = struct {
@@ -130,8 +154,19 @@ test "Cors: any origin without credentials is \"*\"" {
     const App = Router(void, .{ .routes = &.{.get("/", handlers.data)}, .middleware = &.{Cors(.{})} });
     var app: App = .{ .context = {} };
     var call: HandlerCall = undefined;
-    call.init(.{ .arena = std.testing.failing_allocator, .headers = &.{.{ .name = "Origin", .value = "https://b.example" }} });
+    // With an Origin or without one: the same answer, so no Vary.
+    for ([_][]const http.Header{ &.{.{ .name = "Origin", .value = "https://b.example" }}, &.{} }) |headers| {
+        call.init(.{ .arena = std.testing.failing_allocator, .headers = headers });
+        try app.handle(&call.request, &call.response);
+        try std.testing.expectEqualStrings("*", call.header("Access-Control-Allow-Origin").?);
+        try std.testing.expectEqual(@as(?[]const u8, null), call.header("Vary"));
+    }
+    // A preflight that echoes the requested headers varies on them.
+    call.init(.{ .method = .OPTIONS, .arena = std.testing.failing_allocator, .headers = &.{
+        .{ .name = "Origin", .value = "https://b.example" },
+        .{ .name = "Access-Control-Request-Method", .value = "PUT" },
+    } });
     try app.handle(&call.request, &call.response);
-    try std.testing.expectEqualStrings("*", call.header("Access-Control-Allow-Origin").?);
-    try std.testing.expectEqual(@as(?[]const u8, null), call.header("Vary"));
+    try std.testing.expectEqual(http.Status.no_content, call.response.status);
+    try std.testing.expectEqualStrings("Access-Control-Request-Headers", call.header("Vary").?);
 }
