@@ -349,6 +349,61 @@ test "500 concurrent clients" {
     }
 }
 
+test "idle keep-alive and half-sent requests beyond pool_threads do not hold up a new client" {
+    for (engines) |kind| {
+        // The blocking engine serves one connection at a time by design.
+        if (kind == .blocking) continue;
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        // Four pool threads (worker_pool) against 20 idle and 10 half-sent connections: each
+        // would hold a thread until its 60 s timeout if threads served connections to the end.
+        const running = try Running.start(kind, .{ .pool_threads = 4 });
+        defer running.stop();
+        var idle: [20]Client = undefined;
+        var idle_open: usize = 0;
+        defer for (idle[0..idle_open]) |*c| c.close();
+        for (&idle) |*c| {
+            c.* = try Client.connect(running.port(), 10_000);
+            idle_open += 1;
+            try c.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+            const response = try c.readResponse(testing.allocator, .{});
+            defer response.deinit(testing.allocator);
+            try expectBody(response, 200, "Hello, World!");
+        }
+        var partial: [10]Client = undefined;
+        var partial_open: usize = 0;
+        defer for (partial[0..partial_open]) |*c| c.close();
+        for (&partial) |*c| {
+            c.* = try Client.connect(running.port(), 10_000);
+            partial_open += 1;
+            try c.send("GET / HTTP/1.1\r\nHost: t\r\nX-Slow: ");
+        }
+        const start = std.Io.Clock.awake.now(testing.io);
+        // The client's receive timeout (3 s) fails the test if no answer comes.
+        var fresh = try Client.connect(running.port(), 3_000);
+        defer fresh.close();
+        try fresh.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        const response = try fresh.readResponse(testing.allocator, .{});
+        defer response.deinit(testing.allocator);
+        try expectBody(response, 200, "Hello, World!");
+        const elapsed_ms = start.untilNow(testing.io, .awake).toMilliseconds();
+        errdefer std.debug.print("answered after {d} ms\n", .{elapsed_ms});
+        try testing.expect(elapsed_ms < 1_000);
+        // The parked connections are still served: idle ones ask again, half-sent ones finish.
+        for (&idle) |*c| {
+            try c.send("GET /echo HTTP/1.1\r\nHost: t\r\n\r\n");
+            const again = try c.readResponse(testing.allocator, .{});
+            defer again.deinit(testing.allocator);
+            try expectBody(again, 200, "GET /echo body=");
+        }
+        for (&partial) |*c| {
+            try c.send("1\r\n\r\n");
+            const finished = try c.readResponse(testing.allocator, .{});
+            defer finished.deinit(testing.allocator);
+            try expectBody(finished, 200, "Hello, World!");
+        }
+    }
+}
+
 test "a client that disconnects mid-request does not disturb anyone" {
     for (engines) |kind| {
         const running = try Running.start(kind, .{});
