@@ -437,28 +437,31 @@ test "a client that never reads its response does not stop others being served" 
 }
 
 test "connections over connections_max get 503 and the rest are served" {
-    const running = try Running.start(.epoll, .{ .workers = 1, .connections_max = 2 });
-    defer running.stop();
-    var a = try Client.connect(running.port(), 10_000);
-    defer a.close();
-    var b = try Client.connect(running.port(), 10_000);
-    defer b.close();
-    try a.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
-    const first = try a.readResponse(testing.allocator, .{});
-    first.deinit(testing.allocator);
-    try b.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
-    const second = try b.readResponse(testing.allocator, .{});
-    second.deinit(testing.allocator);
-    var refused = try Client.connect(running.port(), 10_000);
-    defer refused.close();
-    const response = try refused.readResponse(testing.allocator, .{});
-    defer response.deinit(testing.allocator);
-    try testing.expectEqual(@as(u16, 503), response.status);
-    try testing.expect(try refused.isClosed());
-    try a.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
-    const again = try a.readResponse(testing.allocator, .{});
-    defer again.deinit(testing.allocator);
-    try expectBody(again, 200, "Hello, World!");
+    for ([_]saker.engine.Kind{ .epoll, .io_uring, .thread_per_connection, .worker_pool }) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try Running.start(kind, .{ .workers = 1, .connections_max = 2 });
+        defer running.stop();
+        var a = try Client.connect(running.port(), 10_000);
+        defer a.close();
+        var b = try Client.connect(running.port(), 10_000);
+        defer b.close();
+        try a.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        const first = try a.readResponse(testing.allocator, .{});
+        first.deinit(testing.allocator);
+        try b.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        const second = try b.readResponse(testing.allocator, .{});
+        second.deinit(testing.allocator);
+        var refused = try Client.connect(running.port(), 10_000);
+        defer refused.close();
+        const response = try refused.readResponse(testing.allocator, .{});
+        defer response.deinit(testing.allocator);
+        try testing.expectEqual(@as(u16, 503), response.status);
+        try testing.expect(try refused.isClosed());
+        try a.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        const again = try a.readResponse(testing.allocator, .{});
+        defer again.deinit(testing.allocator);
+        try expectBody(again, 200, "Hello, World!");
+    }
 }
 
 test "large bodies in and out" {
