@@ -59,7 +59,8 @@ pub const Condition = struct {
     }
 };
 
-/// A bounded multi-producer, multi-consumer FIFO queue over caller-provided storage.
+/// A bounded multi-producer, multi-consumer FIFO queue over caller-provided storage. A put
+/// or get makes the wake syscall only when a thread is waiting on the other side.
 pub fn Queue(comptime T: type) type {
     return struct {
         const QueueOfT = @This();
@@ -71,6 +72,9 @@ pub fn Queue(comptime T: type) type {
         head: usize = 0,
         len: usize = 0,
         closed: bool = false,
+        /// Threads waiting in `get` / `put` (under `mutex`).
+        getters_waiting: u32 = 0,
+        putters_waiting: u32 = 0,
 
         /// A queue holding at most `storage.len` items.
         pub fn init(storage: []T) QueueOfT {
@@ -81,23 +85,37 @@ pub fn Queue(comptime T: type) type {
         /// Adds `item`, waiting while the queue is full (back-pressure). Fails once closed.
         pub fn put(queue: *QueueOfT, item: T) error{Closed}!void {
             queue.mutex.lock();
-            defer queue.mutex.unlock();
-            while (queue.len == queue.storage.len and !queue.closed) queue.not_full.wait(&queue.mutex, 100);
-            if (queue.closed) return error.Closed;
-            queue.storage[(queue.head + queue.len) % queue.storage.len] = item;
-            queue.len += 1;
-            queue.not_empty.signal();
+            while (queue.len == queue.storage.len and !queue.closed) {
+                queue.putters_waiting += 1;
+                queue.not_full.wait(&queue.mutex, 100);
+                queue.putters_waiting -= 1;
+            }
+            if (queue.closed) {
+                queue.mutex.unlock();
+                return error.Closed;
+            }
+            queue.append(item);
         }
 
         /// Adds `item` if there is room now; fails when full or closed (never waits).
         pub fn tryPut(queue: *QueueOfT, item: T) error{ Full, Closed }!void {
             queue.mutex.lock();
-            defer queue.mutex.unlock();
-            if (queue.closed) return error.Closed;
-            if (queue.len == queue.storage.len) return error.Full;
+            if (queue.closed or queue.len == queue.storage.len) {
+                const full = !queue.closed;
+                queue.mutex.unlock();
+                return if (full) error.Full else error.Closed;
+            }
+            queue.append(item);
+        }
+
+        /// Adds `item` and releases the mutex, then wakes a getter if one waits. The wake comes
+        /// after the unlock so the woken thread does not find the mutex still held.
+        fn append(queue: *QueueOfT, item: T) void {
             queue.storage[(queue.head + queue.len) % queue.storage.len] = item;
             queue.len += 1;
-            queue.not_empty.signal();
+            const wake = queue.getters_waiting > 0;
+            queue.mutex.unlock();
+            if (wake) queue.not_empty.signal();
         }
 
         /// Items waiting.
@@ -110,15 +128,21 @@ pub fn Queue(comptime T: type) type {
         /// Takes the oldest item, waiting while the queue is empty; null once closed and empty.
         pub fn get(queue: *QueueOfT) ?T {
             queue.mutex.lock();
-            defer queue.mutex.unlock();
             while (queue.len == 0) {
-                if (queue.closed) return null;
+                if (queue.closed) {
+                    queue.mutex.unlock();
+                    return null;
+                }
+                queue.getters_waiting += 1;
                 queue.not_empty.wait(&queue.mutex, 100);
+                queue.getters_waiting -= 1;
             }
             const item = queue.storage[queue.head];
             queue.head = (queue.head + 1) % queue.storage.len;
             queue.len -= 1;
-            queue.not_full.signal();
+            const wake = queue.putters_waiting > 0;
+            queue.mutex.unlock();
+            if (wake) queue.not_full.signal();
             return item;
         }
 
