@@ -215,10 +215,7 @@ pub fn run(poller: *Poller, listener: socket.Listener) void {
     poller.next_sweep_ms = poller.now_ms + poller.sweep_interval_ms;
     var events: [events_max]linux.epoll_event = undefined;
     while (true) {
-        const timeout: i32 = if (poller.listener_ready and poller.acceptAllowed())
-            0
-        else
-            @intCast(@min(poller.next_sweep_ms -| poller.now_ms, Worker.tick_interval_ms));
+        const timeout: i32 = if (poller.listener_ready and poller.acceptAllowed()) 0 else poller.waitMs();
         const rc = linux.epoll_wait(poller.epoll_fd, &events, events_max, timeout);
         poller.updateClock();
         poller.pool.shared.tick(&poller.next_tick_ms);
@@ -250,6 +247,14 @@ pub fn run(poller: *Poller, listener: socket.Listener) void {
             }
         }
     }
+}
+
+/// How long epoll_wait may sleep: until the next sweep, the end of an accept pause or the
+/// next tick, whichever comes first.
+fn waitMs(poller: *const Poller) i32 {
+    var until = poller.next_sweep_ms;
+    if (poller.listener_ready) until = @min(until, poller.accept_paused_until_ms);
+    return @intCast(@min(until -| poller.now_ms, Worker.tick_interval_ms));
 }
 
 fn updateClock(poller: *Poller) void {
