@@ -28,6 +28,12 @@ const TestHandler = struct {
             const n = try std.fmt.parseInt(usize, req.query().get("n") orelse "0", 10);
             const w = res.writer();
             for (0..n) |i| try w.writeByte(@intCast('a' + i % 26));
+        } else if (std.mem.eql(u8, path, "/bytes")) {
+            // A body handed over whole (not streamed while the handler runs).
+            const n = try std.fmt.parseInt(usize, req.query().get("n") orelse "0", 10);
+            const body = try res.arena.alloc(u8, n);
+            @memset(body, 'b');
+            res.setBody(body);
         } else if (std.mem.eql(u8, path, "/stream")) {
             const n = try std.fmt.parseInt(usize, req.query().get("n") orelse "3", 10);
             for (0..n) |i| {
@@ -430,6 +436,31 @@ test "a client that never reads its response does not stop others being served" 
         try sluggard.send("GET /big?n=50000000 HTTP/1.1\r\nHost: t\r\n\r\n");
         for (0..3) |_| {
             const response = try Client.fetch(testing.allocator, running.port(), "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+            defer response.deinit(testing.allocator);
+            try expectBody(response, 200, "Hello, World!");
+        }
+    }
+}
+
+test "a client that never reads a large response does not hold a thread" {
+    for (engines) |kind| {
+        // The blocking engine serves one connection at a time by design.
+        if (kind == .blocking) continue;
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        // One pool thread (worker_pool) and a write timeout longer than the test: a thread
+        // waiting for the sluggard to read would keep everyone else waiting.
+        const running = try Running.start(kind, .{ .pool_threads = 1, .write_timeout_ms = 60_000 });
+        defer running.stop();
+        var sluggard = try Client.connect(running.port(), 10_000);
+        defer sluggard.close(); // before the stop, so the shutdown need not wait for it
+        // More than the loopback socket buffers hold on both sides.
+        try sluggard.send("GET /bytes?n=32000000 HTTP/1.1\r\nHost: t\r\n\r\n");
+        for (0..3) |_| {
+            // The client's receive timeout (3 s) fails the test if no answer comes.
+            var client = try Client.connect(running.port(), 3_000);
+            defer client.close();
+            try client.send("GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+            const response = try client.readResponse(testing.allocator, .{});
             defer response.deinit(testing.allocator);
             try expectBody(response, 200, "Hello, World!");
         }
