@@ -342,7 +342,7 @@ fn reportLatency(w: *std.Io.Writer, gpa: std.mem.Allocator, consumers: u32, item
 pub fn main(init: std.process.Init) !void {
     const gpa = init.gpa;
     const args = try init.minimal.args.toSlice(init.arena.allocator());
-    const items: usize = if (args.len > 1) try std.fmt.parseInt(usize, args[1], 10) else 200_000;
+    const items: usize = if (args.len > 1) try std.fmt.parseInt(usize, args[1], 10) else 50_000;
     var out_buffer: [1024]u8 = undefined;
     var out: std.Io.File.Writer = .initStreaming(.stdout(), init.io, &out_buffer);
     const w = &out.interface;
