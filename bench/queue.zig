@@ -1,8 +1,9 @@
 //! Micro-benchmark of the `worker_pool` engine's hand-off queue under its real pattern: a few
 //! producers (the acceptors' pollers) and many consumers (pool threads) that sleep when the
-//! queue is empty. It compares `saker.sync.Queue` (a mutex and two futex condition variables)
-//! with `Ring`, a bounded lock-free MPMC ring (Vyukov's sequence numbers) whose consumers
-//! sleep on a futex event count. Prints, per scenario, the median of several runs:
+//! queue is empty. It compares `saker.sync.Queue` (a mutex, and sleepers on a stack, each on
+//! its own futex word, woken last-in first-out) with `Ring`, a bounded lock-free MPMC ring
+//! (Vyukov's sequence numbers) whose consumers sleep on a futex event count. Prints, per
+//! scenario, the median of several runs:
 //! - throughput: producers put as fast as they can, consumers take and do a little work;
 //!   ns per item of wall time;
 //! - latency: one producer puts an item every ~50 us (the queue mostly empty, consumers
@@ -139,11 +140,11 @@ pub fn Ring(comptime T: type) type {
 }
 
 /// The two queues behind one interface, each with storage for `capacity` items.
-const Kind = enum { mutex_condition, lock_free_ring };
+const Kind = enum { mutex_lifo, lock_free_ring };
 
 fn Queue(comptime kind: Kind) type {
     return switch (kind) {
-        .mutex_condition => struct {
+        .mutex_lifo => struct {
             const Self = @This();
             inner: saker.sync.Queue(usize),
             storage: []usize,
@@ -310,7 +311,7 @@ const runs = 5;
 
 fn reportThroughput(w: *std.Io.Writer, gpa: std.mem.Allocator, scenario: Scenario) !void {
     try w.print("throughput, {d} producers, {d} consumers, work {d}: ", .{ scenario.producers, scenario.consumers, scenario.work_iterations });
-    inline for (.{ Kind.mutex_condition, Kind.lock_free_ring }) |kind| {
+    inline for (.{ Kind.mutex_lifo, Kind.lock_free_ring }) |kind| {
         var ns: [runs]u64 = undefined;
         // Interleaved runs would share the machine's noise; these are back to back per kind.
         for (&ns) |*result| result.* = try throughputOnce(kind, gpa, scenario) / scenario.items;
@@ -324,7 +325,7 @@ fn reportLatency(w: *std.Io.Writer, gpa: std.mem.Allocator, consumers: u32, item
     try w.print("latency, 1 producer every 50 us, {d} consumers: ", .{consumers});
     const latencies = try gpa.alloc(u64, items);
     defer gpa.free(latencies);
-    inline for (.{ Kind.mutex_condition, Kind.lock_free_ring }) |kind| {
+    inline for (.{ Kind.mutex_lifo, Kind.lock_free_ring }) |kind| {
         var medians: [runs]u64 = undefined;
         var p99s: [runs]u64 = undefined;
         for (&medians, &p99s) |*m, *p| {
@@ -364,7 +365,7 @@ pub fn main(init: std.process.Init) !void {
 }
 
 test "queue bench: both queues deliver every item once across threads" {
-    inline for (.{ Kind.mutex_condition, Kind.lock_free_ring }) |kind| {
+    inline for (.{ Kind.mutex_lifo, Kind.lock_free_ring }) |kind| {
         _ = try throughputOnce(kind, std.testing.allocator, .{ .producers = 2, .consumers = 8, .items = 20_000, .work_iterations = 10, .capacity = 16 });
     }
 }

@@ -9,8 +9,9 @@
 //! bounded by `write_timeout_ms`.
 //!
 //! A full queue blocks the poller handing work over, so the kernel's queues absorb bursts:
-//! back-pressure, not unbounded memory. The queue is a mutex and two futex condition
-//! variables (`sync.Queue`); `bench/queue.zig` measures it against a lock-free ring.
+//! back-pressure, not unbounded memory. The queue (`sync.Queue`) is a mutex whose sleepers
+//! are woken last-in first-out, so under light load a few warm threads do the work;
+//! `bench/queue.zig` measures it against a lock-free ring (README, Engines).
 //!
 //! Memory: a connection borrows a `Worker` (exchange buffers, WebSocket session) from a
 //! shared set while it holds request state, and gives it back when it goes idle; each pool
