@@ -120,12 +120,12 @@ pub const Slot = struct {
             slot.connection.onError();
             return false;
         }
-        return slot.release(.parked);
+        return slot.transfer(.parked);
     }
 
     /// Moves an owned (active or notified) slot to `to`; false, leaving it active, if it
     /// was notified.
-    fn release(slot: *Slot, to: State) bool {
+    fn transfer(slot: *Slot, to: State) bool {
         const word = slot.state.load(.acquire);
         const generation = generationOf(word);
         switch (stateOf(word)) {
