@@ -143,6 +143,16 @@ pub fn build(b: *std.Build) void {
         }),
         .filters = test_filters,
     });
+    const bench_queue_tests = b.addTest(.{
+        .name = "bench-queue",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("bench/queue.zig"),
+            .target = target,
+            .optimize = optimize,
+            .imports = &.{.{ .name = "saker", .module = saker }},
+        }),
+        .filters = test_filters,
+    });
     const hardening_tests = b.addTest(.{
         .name = "hardening",
         .root_module = b.createModule(.{
@@ -156,7 +166,7 @@ pub fn build(b: *std.Build) void {
         }),
         .filters = test_filters,
     });
-    for ([_]*std.Build.Step.Compile{ unit_tests, integration_tests, router_tests, hardening_tests, bench_tests, bench_router_tests }) |t| {
+    for ([_]*std.Build.Step.Compile{ unit_tests, integration_tests, router_tests, hardening_tests, bench_tests, bench_router_tests, bench_queue_tests }) |t| {
         const run = b.addRunArtifact(t);
         run.has_side_effects = true; // always run, so the summary counts every test
         test_step.dependOn(&run.step);
@@ -223,6 +233,23 @@ pub fn build(b: *std.Build) void {
     bench_router_run.addPassthruArgs();
     bench_router_run.step.dependOn(&bench_run.step); // one benchmark at a time
     bench_step.dependOn(&bench_router_run.step);
+    // The worker_pool hand-off queue against a lock-free ring (threads; about 20 s).
+    const bench_queue_exe = b.addExecutable(.{
+        .name = "bench-queue",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("bench/queue.zig"),
+            .target = target,
+            .optimize = .ReleaseFast,
+            .imports = &.{.{ .name = "saker", .module = saker_fast }},
+        }),
+    });
+    const bench_queue_run = b.addRunArtifact(bench_queue_exe);
+    bench_queue_run.addPassthruArgs();
+    bench_queue_run.step.dependOn(&bench_router_run.step); // one benchmark at a time
+    bench_step.dependOn(&bench_queue_run.step);
+    const bench_queue_alone = b.addRunArtifact(bench_queue_exe);
+    bench_queue_alone.addPassthruArgs();
+    b.step("bench-queue", "Run the hand-off queue micro-benchmark alone (ReleaseFast)").dependOn(&bench_queue_alone.step);
     const bench_install = b.addInstallArtifact(bench_exe, .{});
     b.step("bench-install", "Build the micro-benchmark binary").dependOn(&bench_install.step);
 

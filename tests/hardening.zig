@@ -219,9 +219,9 @@ const Slowloris = struct {
 };
 
 test "slowloris: 1000 dribbling connections do not slow a normal client" {
-    // The blocking and worker_pool engines serve one connection per thread, so a slowloris
-    // connection holds a thread until header_timeout_ms; they are not built for this.
-    for ([_]saker.engine.Kind{ .epoll, .io_uring, .thread_per_connection }) |kind| {
+    // The blocking engine serves one connection at a time, so a slowloris connection holds
+    // it until header_timeout_ms; it is not built for this. worker_pool parks them.
+    for ([_]saker.engine.Kind{ .epoll, .io_uring, .thread_per_connection, .worker_pool }) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try ServerThread(Echo).start(kind, .{ .header_timeout_ms = 60_000, .thread_stack_bytes = 256 * 1024 });
         defer running.stop();
@@ -279,7 +279,7 @@ fn processCpuMs(pid: linux.pid_t) !u64 {
 
 test "out of file descriptors: accepting backs off, existing connections are served" {
     const io = testing.io;
-    for ([_][]const u8{ "epoll", "io_uring", "thread_per_connection" }) |engine_name| {
+    for ([_][]const u8{ "epoll", "io_uring", "thread_per_connection", "worker_pool" }) |engine_name| {
         errdefer std.debug.print("engine {s}\n", .{engine_name});
         var script: [512]u8 = undefined;
         // 64 descriptors: the server uses a handful; the rest go quickly.
@@ -400,7 +400,7 @@ test "shutdown under load: every request read is answered, then the process exit
 
 test "slowhttptest: slowloris, slow body and slow read leave the service available" {
     const io = testing.io;
-    for ([_][]const u8{ "epoll", "io_uring" }) |engine_name| {
+    for ([_][]const u8{ "epoll", "io_uring", "worker_pool" }) |engine_name| {
         for ([_][]const u8{ "-H", "-B", "-X" }) |mode| {
             errdefer std.debug.print("engine {s}, slowhttptest {s}\n", .{ engine_name, mode });
             var child = try std.process.spawn(io, .{
@@ -469,7 +469,7 @@ fn soak(port: u16, requests: usize) !void {
 
 test "soak: memory does not grow over a long keep-alive run" {
     const io = testing.io;
-    for ([_][]const u8{ "epoll", "io_uring", "thread_per_connection" }) |engine_name| {
+    for ([_][]const u8{ "epoll", "io_uring", "thread_per_connection", "worker_pool" }) |engine_name| {
         errdefer std.debug.print("engine {s}\n", .{engine_name});
         var child = try std.process.spawn(io, .{
             .argv = &.{ build_options.echo_exe, "--port", "0", "--workers", "1", "--engine", engine_name },

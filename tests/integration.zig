@@ -28,6 +28,12 @@ const TestHandler = struct {
             const n = try std.fmt.parseInt(usize, req.query().get("n") orelse "0", 10);
             const w = res.writer();
             for (0..n) |i| try w.writeByte(@intCast('a' + i % 26));
+        } else if (std.mem.eql(u8, path, "/bytes")) {
+            // A body handed over whole (not streamed while the handler runs).
+            const n = try std.fmt.parseInt(usize, req.query().get("n") orelse "0", 10);
+            const body = try res.arena.alloc(u8, n);
+            @memset(body, 'b');
+            res.setBody(body);
         } else if (std.mem.eql(u8, path, "/stream")) {
             const n = try std.fmt.parseInt(usize, req.query().get("n") orelse "3", 10);
             for (0..n) |i| {
@@ -387,6 +393,61 @@ test "500 concurrent clients" {
     }
 }
 
+test "idle keep-alive and half-sent requests beyond pool_threads do not hold up a new client" {
+    for (engines) |kind| {
+        // The blocking engine serves one connection at a time by design.
+        if (kind == .blocking) continue;
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        // Four pool threads (worker_pool) against 20 idle and 10 half-sent connections: each
+        // would hold a thread until its 60 s timeout if threads served connections to the end.
+        const running = try Running.start(kind, .{ .pool_threads = 4 });
+        defer running.stop();
+        var idle: [20]Client = undefined;
+        var idle_open: usize = 0;
+        defer for (idle[0..idle_open]) |*c| c.close();
+        for (&idle) |*c| {
+            c.* = try Client.connect(running.port(), 10_000);
+            idle_open += 1;
+            try c.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+            const response = try c.readResponse(testing.allocator, .{});
+            defer response.deinit(testing.allocator);
+            try expectBody(response, 200, "Hello, World!");
+        }
+        var partial: [10]Client = undefined;
+        var partial_open: usize = 0;
+        defer for (partial[0..partial_open]) |*c| c.close();
+        for (&partial) |*c| {
+            c.* = try Client.connect(running.port(), 10_000);
+            partial_open += 1;
+            try c.send("GET / HTTP/1.1\r\nHost: t\r\nX-Slow: ");
+        }
+        const start = std.Io.Clock.awake.now(testing.io);
+        // The client's receive timeout (3 s) fails the test if no answer comes.
+        var fresh = try Client.connect(running.port(), 3_000);
+        defer fresh.close();
+        try fresh.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        const response = try fresh.readResponse(testing.allocator, .{});
+        defer response.deinit(testing.allocator);
+        try expectBody(response, 200, "Hello, World!");
+        const elapsed_ms = start.untilNow(testing.io, .awake).toMilliseconds();
+        errdefer std.debug.print("answered after {d} ms\n", .{elapsed_ms});
+        try testing.expect(elapsed_ms < 1_000);
+        // The parked connections are still served: idle ones ask again, half-sent ones finish.
+        for (&idle) |*c| {
+            try c.send("GET /echo HTTP/1.1\r\nHost: t\r\n\r\n");
+            const again = try c.readResponse(testing.allocator, .{});
+            defer again.deinit(testing.allocator);
+            try expectBody(again, 200, "GET /echo body=");
+        }
+        for (&partial) |*c| {
+            try c.send("1\r\n\r\n");
+            const finished = try c.readResponse(testing.allocator, .{});
+            defer finished.deinit(testing.allocator);
+            try expectBody(finished, 200, "Hello, World!");
+        }
+    }
+}
+
 test "a client that disconnects mid-request does not disturb anyone" {
     for (engines) |kind| {
         const running = try Running.start(kind, .{});
@@ -562,6 +623,31 @@ test "a handler status outside 100-599 is a 500 and a close, on every engine" {
         const edge = try Client.fetch(testing.allocator, running.port(), "GET /status?code=599&flush HTTP/1.1\r\nHost: t\r\n\r\n");
         defer edge.deinit(testing.allocator);
         try expectBody(edge, 599, "status body");
+    }
+}
+
+test "a client that never reads a large response does not hold a thread" {
+    for (engines) |kind| {
+        // The blocking engine serves one connection at a time by design.
+        if (kind == .blocking) continue;
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        // One pool thread (worker_pool) and a write timeout longer than the test: a thread
+        // waiting for the sluggard to read would keep everyone else waiting.
+        const running = try Running.start(kind, .{ .pool_threads = 1, .write_timeout_ms = 60_000 });
+        defer running.stop();
+        var sluggard = try Client.connect(running.port(), 10_000);
+        defer sluggard.close(); // before the stop, so the shutdown need not wait for it
+        // More than the loopback socket buffers hold on both sides.
+        try sluggard.send("GET /bytes?n=32000000 HTTP/1.1\r\nHost: t\r\n\r\n");
+        for (0..3) |_| {
+            // The client's receive timeout (3 s) fails the test if no answer comes.
+            var client = try Client.connect(running.port(), 3_000);
+            defer client.close();
+            try client.send("GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+            const response = try client.readResponse(testing.allocator, .{});
+            defer response.deinit(testing.allocator);
+            try expectBody(response, 200, "Hello, World!");
+        }
     }
 }
 

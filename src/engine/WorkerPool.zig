@@ -1,38 +1,140 @@
-//! The worker-pool engine: an acceptor thread per listener (SO_REUSEPORT) hands accepted
-//! connections through a bounded queue to a fixed pool of threads that serve them with
-//! blocking I/O (`blocking_io.zig`), one connection at a time each. A full queue blocks the
-//! acceptors, so the kernel's accept queue absorbs bursts: back-pressure, not unbounded memory.
-//! Connections queued or served count against `connections_max`; beyond it, 503.
-//! The queue is a mutex and two futex condition variables (`sync.Queue`).
+//! The worker-pool engine: an acceptor thread per listener (SO_REUSEPORT), each with a poller
+//! (`Poller.zig`), and a fixed pool of `pool_threads` threads. Pool threads only ever hold
+//! connections that have work: a poller parks new, idle and half-received connections in its
+//! epoll set (EPOLLONESHOT) and puts one on the bounded queue when it becomes readable; a pool
+//! thread serves it with non-blocking I/O through the same `Connection` state machine until a
+//! read or write would block, then parks it again. An idle keep-alive connection or a
+//! slowloris therefore costs a parked slot, not a thread. Handlers run on the pool thread, so
+//! a streamed response (`res.flush`) blocks that thread while the client reads, each stall
+//! bounded by `write_timeout_ms`.
+//!
+//! A full queue blocks the poller handing work over, so the kernel's queues absorb bursts:
+//! back-pressure, not unbounded memory. The queue (`sync.Queue`) is a mutex whose sleepers
+//! are woken last-in first-out, so under light load a few warm threads do the work;
+//! `bench/queue.zig` measures it against a lock-free ring (README, Engines).
+//!
+//! Memory: a connection borrows a `Worker` (exchange buffers, WebSocket session) from a
+//! shared set while it holds request state, and gives it back when it goes idle; each pool
+//! thread keeps one spare so the common case takes no lock.
 const std = @import("std");
+const assert = std.debug.assert;
 const posix = std.posix;
 const linux = std.os.linux;
 const socket = @import("socket.zig");
 const engine = @import("../engine.zig");
 const sync = @import("../sync.zig");
 const blocking_io = @import("blocking_io.zig");
-const Blocking = @import("Blocking.zig");
 const Worker = @import("../Worker.zig");
+const Connection = @import("../Connection.zig");
+const Poller = @import("Poller.zig");
+const Slot = Poller.Slot;
 
 const log = std.log.scoped(.saker);
 
 const WorkerPool = @This();
 
 shared: *engine.Shared,
-queue: sync.Queue(linux.fd_t),
-storage: []linux.fd_t,
+queue: sync.Queue(*Slot),
+queue_storage: []*Slot,
 threads: []std.Thread,
+/// One per listener; each acceptor thread claims the next.
+pollers: []Poller,
+pollers_claimed: std.atomic.Value(u32) = .init(0),
+workers: WorkerSet,
+/// When in-flight requests must be finished after a stop (monotonic ms; max until then).
+drain_deadline_ms: std.atomic.Value(u64) = .init(std.math.maxInt(u64)),
 
-/// Starts `config.pool_threads` serving threads.
+/// Steps one pool thread takes on a connection before giving up on it as stuck (a bug
+/// catch: every step moves bytes or changes state).
+const steps_max = 1_000_000;
+
+/// A worker lent to connections one at a time.
+pub const PoolWorker = struct {
+    worker: Worker,
+    next_free: ?*PoolWorker,
+    /// `worker` was initialised.
+    ready: bool,
+};
+
+/// The workers connections borrow, made on first use: at most one per connection plus one
+/// spare per pool thread.
+const WorkerSet = struct {
+    entries: []PoolWorker,
+    touched: u32 = 0,
+    free: ?*PoolWorker = null,
+    mutex: sync.Mutex = .{},
+
+    fn acquire(set: *WorkerSet, shared: *const engine.Shared) ?*PoolWorker {
+        set.mutex.lock();
+        const pw = if (set.free) |free| blk: {
+            set.free = free.next_free;
+            break :blk free;
+        } else blk: {
+            if (set.touched == set.entries.len) {
+                set.mutex.unlock();
+                return null;
+            }
+            const pw = &set.entries[set.touched];
+            pw.ready = false;
+            set.touched += 1;
+            break :blk pw;
+        };
+        set.mutex.unlock();
+        if (!pw.ready) {
+            shared.initWorker(&pw.worker) catch |err| {
+                log.warn("worker pool: cannot set up a worker: {t}", .{err});
+                set.release(pw);
+                return null;
+            };
+            pw.ready = true;
+        }
+        return pw;
+    }
+
+    fn release(set: *WorkerSet, pw: *PoolWorker) void {
+        assert(!pw.ready or pw.worker.exchanges_busy == 0);
+        set.mutex.lock();
+        pw.next_free = set.free;
+        set.free = pw;
+        set.mutex.unlock();
+    }
+
+    /// Once every thread has stopped.
+    fn deinit(set: *WorkerSet) void {
+        for (set.entries[0..set.touched]) |*pw| if (pw.ready) pw.worker.deinit();
+        std.heap.page_allocator.free(set.entries);
+    }
+};
+
+/// Starts `config.pool_threads` serving threads and prepares one poller per listener.
 pub fn start(pool: *WorkerPool, shared: *engine.Shared) !void {
     const config = shared.config;
-    const storage = try shared.gpa.alloc(linux.fd_t, config.pool_queue_max);
-    errdefer shared.gpa.free(storage);
-    const threads = try shared.gpa.alloc(std.Thread, config.pool_threads);
-    errdefer shared.gpa.free(threads);
-    pool.* = .{ .shared = shared, .queue = .init(storage), .storage = storage, .threads = threads };
+    const gpa = shared.gpa;
+    const queue_storage = try gpa.alloc(*Slot, config.pool_queue_max);
+    errdefer gpa.free(queue_storage);
+    const threads = try gpa.alloc(std.Thread, config.pool_threads);
+    errdefer gpa.free(threads);
+    const pollers = try gpa.alloc(Poller, config.workerCount());
+    errdefer gpa.free(pollers);
+    const entries = try std.heap.page_allocator.alloc(PoolWorker, @as(usize, config.connections_max) + config.pool_threads);
+    errdefer std.heap.page_allocator.free(entries);
+    pool.* = .{
+        .shared = shared,
+        .queue = .init(queue_storage),
+        .queue_storage = queue_storage,
+        .threads = threads,
+        .pollers = pollers,
+        .workers = .{ .entries = entries },
+    };
+    for (pollers, 0..) |*poller, i| {
+        poller.* = Poller.init(pool, config.connections_max) catch |err| {
+            for (pollers[0..i]) |*p| p.deinit();
+            return err;
+        };
+    }
+    errdefer for (pollers) |*p| p.deinit();
     for (threads, 0..) |*thread, i| {
-        thread.* = std.Thread.spawn(.{ .stack_size = config.thread_stack_bytes }, serveLoop, .{pool}) catch |err| {
+        thread.* = std.Thread.spawn(.{ .stack_size = config.thread_stack_bytes }, threadMain, .{pool}) catch |err| {
             pool.queue.close();
             for (threads[0..i]) |t| t.join();
             return err;
@@ -40,76 +142,311 @@ pub fn start(pool: *WorkerPool, shared: *engine.Shared) !void {
     }
 }
 
-/// Closes the queue, lets the threads serve what is queued, and joins them.
+/// Closes the queue, lets the threads serve what is queued, joins them, and closes whatever
+/// connection is still parked. Call after every acceptor thread has returned.
 pub fn stop(pool: *WorkerPool) void {
     pool.queue.close();
     for (pool.threads) |thread| thread.join();
-    pool.shared.gpa.free(pool.threads);
-    pool.shared.gpa.free(pool.storage);
-}
-
-fn serveLoop(pool: *WorkerPool) void {
-    var worker: Worker = undefined;
-    pool.shared.initWorker(&worker) catch |err| {
-        log.err("worker pool thread has no memory: {t}", .{err});
-        // Keep taking connections so acceptors are not blocked forever; refuse each.
-        while (pool.queue.get()) |fd| {
-            engine.refuse(fd);
-            pool.shared.releaseConnection();
+    for (pool.pollers) |*poller| {
+        for (poller.touchedSlots()) |*slot| {
+            if (!Poller.inUse(slot)) continue;
+            Poller.takeForCleanup(slot);
+            pool.closeSlot(slot, null);
         }
-        return;
-    };
-    defer worker.deinit();
-    var drain_deadline_ms: u64 = std.math.maxInt(u64);
-    while (pool.queue.get()) |fd| {
-        blocking_io.serveConnection(&worker, fd, null, pool.shared.control, &drain_deadline_ms);
-        pool.shared.releaseConnection();
+        poller.deinit();
     }
+    pool.workers.deinit();
+    const gpa = pool.shared.gpa;
+    gpa.free(pool.pollers);
+    gpa.free(pool.threads);
+    gpa.free(pool.queue_storage);
 }
 
-/// Queues an accepted connection, counted against `connections_max` (queued or served);
-/// beyond it, 503. Blocks while the queue is full. False when the pool has stopped (the
-/// connection is then refused).
-fn hand(pool: *WorkerPool, fd: linux.fd_t) bool {
-    if (!pool.shared.takeConnection()) {
-        engine.refuse(fd);
-        return true;
-    }
-    pool.queue.put(fd) catch {
-        pool.shared.releaseConnection();
-        engine.refuse(fd);
-        return false;
-    };
-    return true;
-}
-
-/// An acceptor: accepts on `listener` and queues connections until the server stops. The
-/// listener stays open (the server closes it).
+/// An acceptor thread: runs the next poller on `listener` until the server stops.
 pub fn accept(pool: *WorkerPool, listener: socket.Listener) void {
-    const control = pool.shared.control;
-    var next_tick_ms: u64 = 0;
-    while (!control.stopRequested()) {
-        var fds = [_]posix.pollfd{
-            .{ .fd = listener.fd, .events = posix.POLL.IN, .revents = 0 },
-            .{ .fd = control.wake_fd, .events = posix.POLL.IN, .revents = 0 },
-        };
-        // Wakes at least once per tick interval so the handler's tick hook runs when idle.
-        _ = posix.poll(&fds, Worker.tick_interval_ms) catch |err| {
-            engine.pauseAccepting(control, err);
-            continue;
-        };
-        pool.shared.tick(&next_tick_ms);
-        if (fds[1].revents != 0) break;
-        if (fds[0].revents == 0) continue;
-        const fd = socket.accept(listener.fd, false) catch |err| switch (err) {
-            error.WouldBlock, error.Interrupted, error.ConnectionAborted => continue,
-            error.SystemResources, error.ListenerClosed, error.Unexpected => {
-                engine.pauseAccepting(control, err);
+    const index = pool.pollers_claimed.fetchAdd(1, .acq_rel);
+    if (index >= pool.pollers.len) {
+        log.err("worker pool: more listeners than pollers", .{});
+        return pool.shared.control.fail();
+    }
+    pool.pollers[index].run(listener);
+}
+
+/// A poller: `slot` has work; queue it for a pool thread (waiting while the queue is full).
+pub fn hand(pool: *WorkerPool, slot: *Slot) void {
+    pool.queue.put(slot) catch pool.closeSlot(slot, null); // closed: the pool is gone
+}
+
+/// The server is stopping (seen first at `now_ms`): fixes the drain deadline.
+pub fn beginDrain(pool: *WorkerPool, now_ms: u64) void {
+    const deadline = now_ms + pool.shared.config.shutdown_timeout_ms;
+    _ = pool.drain_deadline_ms.cmpxchgStrong(std.math.maxInt(u64), deadline, .acq_rel, .acquire);
+}
+
+/// When connections still open after a stop are closed.
+pub fn drainDeadline(pool: *const WorkerPool) u64 {
+    return pool.drain_deadline_ms.load(.acquire);
+}
+
+/// Closes the connection in `slot` (owned by the caller) and frees the slot. Its worker
+/// goes to `thread`'s spare, or back to the set.
+pub fn closeSlot(pool: *WorkerPool, slot: *Slot, thread: ?*PoolThread) void {
+    const c = &slot.connection;
+    const pw = slot.worker;
+    const previous = Worker.current;
+    defer Worker.current = previous;
+    if (pw) |w| {
+        c.worker = &w.worker;
+        Worker.current = &w.worker;
+        slot.unwatchWake(w.worker.websocket_wake_fd);
+    }
+    socket.close(slot.fd);
+    c.deinit();
+    slot.worker = null;
+    if (pw) |w| {
+        if (thread) |t| t.putSpare(w) else pool.workers.release(w);
+    }
+    slot.poller.release(slot);
+}
+
+/// Connection.Sink for handlers that stream: the socket is non-blocking, so wait for room,
+/// up to `write_timeout_ms` each time it is full.
+pub fn sinkWriteAll(context: *anyopaque, iovecs: []const posix.iovec_const) error{ClientGone}!void {
+    const slot: *Slot = @ptrCast(@alignCast(context));
+    return blocking_io.writeAll(slot.fd, iovecs, slot.connection.worker.config.write_timeout_ms);
+}
+
+/// Connection.Sink, read side (`req.bodyReader()`): the handler runs on this pool thread and
+/// the socket is non-blocking, so wait for bytes until `deadline_ms`.
+pub fn sinkRead(context: *anyopaque, buffer: []u8, deadline_ms: u64) error{ ClientGone, Timeout }!usize {
+    const slot: *Slot = @ptrCast(@alignCast(context));
+    const worker = slot.connection.worker;
+    while (true) {
+        const n = socket.recv(slot.fd, buffer) catch |err| switch (err) {
+            error.Interrupted => continue,
+            error.WouldBlock => {
+                worker.updateClock();
+                if (worker.now_ms >= deadline_ms) return error.Timeout;
+                const wait_ms: i32 = @intCast(@min(deadline_ms - worker.now_ms, 1000));
+                var fds = [_]posix.pollfd{.{ .fd = slot.fd, .events = posix.POLL.IN, .revents = 0 }};
+                _ = posix.poll(&fds, wait_ms) catch return error.ClientGone;
                 continue;
             },
+            error.ConnectionLost, error.Unexpected => return error.ClientGone,
         };
-        if (!pool.hand(fd)) return;
+        if (n == 0) return error.ClientGone;
+        return n;
     }
-    // Connections the kernel had completed when the server stopped (see `engine.Door`).
-    for (control.takeDoorstep(listener.fd)) |fd| _ = pool.hand(fd);
+}
+
+fn threadMain(pool: *WorkerPool) void {
+    var thread: PoolThread = .{ .pool = pool };
+    while (pool.queue.get()) |slot| thread.serve(slot);
+    if (thread.spare) |pw| pool.workers.release(pw);
+}
+
+/// Whether a read may find data.
+const Readiness = enum {
+    yes,
+    /// The last read was short: the socket is most likely empty, so park without asking.
+    probably_not,
+    /// The last read found nothing.
+    no,
+};
+
+/// What waiting for the socket came to.
+const Wait = enum {
+    /// The poller has the connection now.
+    parked,
+    /// An event arrived meanwhile: go on serving.
+    resumed,
+    /// A timeout fired instead: go on with what the connection does next.
+    timed_out,
+};
+
+const PoolThread = struct {
+    pool: *WorkerPool,
+    /// A worker kept for the next connection, so borrowing one rarely takes the lock.
+    spare: ?*PoolWorker = null,
+
+    fn takeWorker(t: *PoolThread) ?*PoolWorker {
+        if (t.spare) |pw| {
+            t.spare = null;
+            return pw;
+        }
+        return t.pool.workers.acquire(t.pool.shared);
+    }
+
+    fn putSpare(t: *PoolThread, pw: *PoolWorker) void {
+        if (t.spare == null) {
+            t.spare = pw;
+        } else {
+            t.pool.workers.release(pw);
+        }
+    }
+
+    /// Serves `slot` until its connection would block (then parks it) or closes.
+    fn serve(t: *PoolThread, slot: *Slot) void {
+        const pool = t.pool;
+        const c = &slot.connection;
+        const pw = slot.worker orelse t.takeWorker() orelse return t.refuse(slot);
+        slot.worker = pw;
+        const worker = &pw.worker;
+        c.worker = worker;
+        Worker.current = worker;
+        defer Worker.current = null;
+        worker.updateClock();
+        if (pool.shared.control.stopRequested() and !worker.draining) {
+            @atomicStore(bool, &worker.draining, true, .monotonic); // read by handler code
+            pool.beginDrain(worker.now_ms);
+        }
+        var readable: Readiness = .yes;
+        var writable = true;
+        var timed_out = false;
+        if (worker.now_ms >= c.deadline()) {
+            c.onTimeout();
+            timed_out = true;
+        }
+        // An open WebSocket is told 1001 and closes once the client answers.
+        if (worker.draining and c.phase == .websocket) c.drain();
+        for (0..steps_max) |_| {
+            worker.updateClock();
+            if (c.websocket != null) runWoken(worker);
+            if (worker.draining and worker.now_ms >= pool.drainDeadline()) return pool.closeSlot(slot, t);
+            switch (c.next()) {
+                .recv => {
+                    if (readable != .yes) {
+                        if (worker.draining and c.phase == .idle and c.exchange == null) {
+                            // Idle means nothing to read now, not merely nothing read yet.
+                            if (readable == .probably_not) {
+                                readable = .yes;
+                            } else {
+                                c.drain();
+                            }
+                            continue;
+                        }
+                        switch (t.wait(slot, Poller.wait_readable, &timed_out)) {
+                            .parked => return,
+                            .resumed => readable = .yes,
+                            .timed_out => {},
+                        }
+                        continue;
+                    }
+                    const buffer = c.recvBuffer() orelse return pool.closeSlot(slot, t);
+                    const n = socket.recv(slot.fd, buffer) catch |err| switch (err) {
+                        error.WouldBlock => {
+                            readable = .no;
+                            c.onWouldBlock();
+                            continue;
+                        },
+                        error.Interrupted => continue,
+                        error.ConnectionLost, error.Unexpected => {
+                            c.onError();
+                            continue;
+                        },
+                    };
+                    if (n > 0 and n < buffer.len) readable = .probably_not;
+                    c.onRecv(n);
+                },
+                .send => |iovecs| {
+                    if (!writable) {
+                        switch (t.wait(slot, Poller.wait_writable, &timed_out)) {
+                            .parked => return,
+                            .resumed => writable = true,
+                            .timed_out => {},
+                        }
+                        continue;
+                    }
+                    const file = c.fileFollows();
+                    if (!slot.corked and file != null and file.?.len <= worker.config.cork_file_bytes_max) {
+                        socket.setCork(slot.fd, true);
+                        slot.corked = true;
+                    }
+                    const n = socket.writev(slot.fd, iovecs) catch |err| {
+                        writeFailed(c, err, &writable);
+                        continue;
+                    };
+                    c.onSend(n);
+                },
+                .send_file => |file| {
+                    if (!writable) {
+                        switch (t.wait(slot, Poller.wait_writable, &timed_out)) {
+                            .parked => return,
+                            .resumed => writable = true,
+                            .timed_out => {},
+                        }
+                        continue;
+                    }
+                    const n = socket.sendfile(slot.fd, file.fd, file.offset, file.len) catch |err| {
+                        writeFailed(c, err, &writable);
+                        continue;
+                    };
+                    if (n == 0) c.onError() else c.onSend(n); // 0: the file shrank under us
+                    if (slot.corked and c.fileFollows() == null) {
+                        socket.setCork(slot.fd, false);
+                        slot.corked = false;
+                    }
+                },
+                .shutdown => {
+                    socket.shutdownWrite(slot.fd);
+                    c.onShutdown();
+                },
+                .close => return pool.closeSlot(slot, t),
+                .wait => unreachable, // no handler pool: handlers run on this thread
+            }
+        }
+        log.err("connection made no progress in {d} steps; closing it", .{steps_max});
+        pool.closeSlot(slot, t);
+    }
+
+    /// The connection must wait for `events`: apply its timeout if due, else park it with
+    /// the poller. A connection that holds no buffers gives its worker back first.
+    fn wait(t: *PoolThread, slot: *Slot, events: u32, timed_out: *bool) Wait {
+        const c = &slot.connection;
+        const pw = slot.worker.?;
+        const worker = &pw.worker;
+        if (!timed_out.* and worker.now_ms >= c.deadline()) {
+            c.onTimeout();
+            timed_out.* = true;
+            return .timed_out;
+        }
+        if (c.websocket != null) {
+            slot.watchWake(worker.websocket_wake_fd) catch {
+                c.onError();
+                return .timed_out;
+            };
+        }
+        const keep_worker = c.exchange != null or c.websocket != null;
+        if (!keep_worker) slot.worker = null;
+        if (slot.park(events)) {
+            if (!keep_worker) t.putSpare(pw);
+            return .parked;
+        }
+        slot.worker = pw;
+        return .resumed;
+    }
+
+    /// No worker could be had (out of memory): say so and close.
+    fn refuse(t: *PoolThread, slot: *Slot) void {
+        const response = Connection.overloaded_response;
+        _ = socket.writev(slot.fd, &.{.{ .base = response.ptr, .len = response.len }}) catch {};
+        t.pool.closeSlot(slot, t);
+    }
+};
+
+fn writeFailed(c: *Connection, err: socket.IoError, writable: *bool) void {
+    switch (err) {
+        error.WouldBlock => writable.* = false,
+        error.Interrupted => {},
+        error.ConnectionLost, error.Unexpected => c.onError(),
+    }
+}
+
+/// Hands queued WebSocket work (messages sent from other threads, close requests) to the
+/// connection. The worker is this connection's alone while it is a WebSocket.
+fn runWoken(worker: *Worker) void {
+    if (worker.websocket_wake_signaled.load(.acquire)) worker.clearWake();
+    while (worker.takeWoken()) |session| {
+        if (session.connection) |c| c.onWake();
+    }
 }

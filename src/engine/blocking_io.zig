@@ -169,6 +169,14 @@ fn sinkRead(context: *anyopaque, buffer: []u8, deadline_ms: u64) error{ ClientGo
 /// Connection.Sink: writes everything, resuming after partial writes.
 fn sinkWriteAll(context: *anyopaque, iovecs: []const posix.iovec_const) error{ClientGone}!void {
     const sink: *SinkContext = @ptrCast(@alignCast(context));
+    // The socket blocks; SO_SNDTIMEO turns a client that stopped reading into WouldBlock.
+    return writeAll(sink.fd, iovecs, null);
+}
+
+/// Writes all of `iovecs` to `fd`, resuming after partial writes. On a non-blocking socket,
+/// `wait_ms` is how long to wait for room each time the socket is full (null: fail at once,
+/// as a blocking socket only reports WouldBlock when its SO_SNDTIMEO expired).
+pub fn writeAll(fd: linux.fd_t, iovecs: []const posix.iovec_const, wait_ms: ?u32) error{ClientGone}!void {
     var local: [64]posix.iovec_const = undefined;
     var rest = iovecs;
     while (rest.len > 0) {
@@ -177,9 +185,14 @@ fn sinkWriteAll(context: *anyopaque, iovecs: []const posix.iovec_const) error{Cl
         rest = rest[count..];
         var index: usize = 0;
         while (index < count) {
-            var n = socket.writev(sink.fd, local[index..count]) catch |err| switch (err) {
+            var n = socket.writev(fd, local[index..count]) catch |err| switch (err) {
                 error.Interrupted => continue,
-                error.WouldBlock, error.ConnectionLost, error.Unexpected => return error.ClientGone,
+                error.WouldBlock => {
+                    const ms = wait_ms orelse return error.ClientGone;
+                    if (!waitWritable(fd, ms)) return error.ClientGone;
+                    continue;
+                },
+                error.ConnectionLost, error.Unexpected => return error.ClientGone,
             };
             while (n > 0 and index < count) {
                 if (n >= local[index].len) {
@@ -194,4 +207,11 @@ fn sinkWriteAll(context: *anyopaque, iovecs: []const posix.iovec_const) error{Cl
             while (index < count and local[index].len == 0) index += 1;
         }
     }
+}
+
+/// Waits up to `ms` for room to write; false when none came (or the wait failed).
+fn waitWritable(fd: linux.fd_t, ms: u32) bool {
+    var fds = [_]posix.pollfd{.{ .fd = fd, .events = posix.POLL.OUT, .revents = 0 }};
+    const ready = posix.poll(&fds, @intCast(@min(ms, std.math.maxInt(i32)))) catch return false;
+    return ready > 0;
 }
