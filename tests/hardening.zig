@@ -495,6 +495,10 @@ test "soak: memory does not grow over a long keep-alive run" {
 }
 
 test "accept errors: accepting pauses and resumes once the listener works again" {
+    // It logs on purpose; a warning here is expected, an error still shows.
+    const log_level = testing.log_level;
+    testing.log_level = .err;
+    defer testing.log_level = log_level;
     // The listener's descriptor is swapped for an eventfd (readable, so poll wakes and accept
     // fails with ENOTSOCK), then swapped back. Engines that poll the listener only; epoll and
     // io_uring registered the socket itself, so the swap is invisible to them.
@@ -534,6 +538,10 @@ const Slow = struct {
 };
 
 test "shutdown: serve returns only after every connection thread is done, past the timeout" {
+    // It logs on purpose; a warning here is expected, an error still shows.
+    const log_level = testing.log_level;
+    testing.log_level = .err;
+    defer testing.log_level = log_level;
     // A connection thread still running after `serve` returned would use the server's memory
     // after `deinit`: the thread engines wait for their threads, however long a handler takes.
     for ([_]saker.engine.Kind{ .blocking, .thread_per_connection, .worker_pool }) |kind| {

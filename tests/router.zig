@@ -1000,6 +1000,10 @@ const NoPool = struct {
 };
 
 test "bodyReader: an event loop without the handler pool says BodyReaderUnavailable" {
+    // It logs on purpose; a warning here is expected, an error still shows.
+    const log_level = testing.log_level;
+    testing.log_level = .err;
+    defer testing.log_level = log_level;
     for ([_]saker.engine.Kind{ .epoll, .io_uring }) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try ServerThread(NoPool).start(kind, .{}, .{});
@@ -1061,6 +1065,10 @@ fn hogStats(client: *Client, n: usize) !?saker.Arena.Stats {
 }
 
 test "arena: one request is held to arena_request_bytes_max (500); its memory comes back" {
+    // It logs on purpose; a warning here is expected, an error still shows.
+    const log_level = testing.log_level;
+    testing.log_level = .err;
+    defer testing.log_level = log_level;
     const overflow_max = 1024 * 1024;
     for (engines) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
