@@ -612,7 +612,11 @@ pub fn Server(comptime Handler: type) type {
                 for (server.workers) |*worker| server.handler.onTick(worker.index);
             }
             for (server.workers) |*worker| worker.deinit();
-            server.gpa.free(server.workers);
+            // A handler thread still running past the timeout uses its worker when it
+            // returns: leave the array to the process (`run` exits it soon after) rather than
+            // free memory in use. Nothing else is kept.
+            const abandoned = server.workers.len > 0 and server.workers[0].abandoned;
+            if (!abandoned) server.gpa.free(server.workers);
             server.workers = &.{};
         }
     };
