@@ -19,6 +19,7 @@ const Response = @import("Response.zig");
 const RequestParser = @import("http1/RequestParser.zig");
 const ChunkedDecoder = @import("http1/ChunkedDecoder.zig");
 const ResponseHead = @import("http1/ResponseHead.zig");
+const byte_copy = @import("http1/copy.zig");
 const Session = @import("websocket/Session.zig");
 const client_error = @import("client_error.zig");
 
@@ -837,7 +838,7 @@ fn finishResponse(c: *Connection, x: *Exchange) void {
                 // contiguous run, one iovec for the whole batch.
                 if (x.reserveOut(head_len + body_len)) |out| {
                     _ = head.write(out);
-                    @memcpy(out[head_len..], bytes[0..body_len]);
+                    byte_copy.short(out[head_len..].ptr, bytes[0..body_len]);
                     x.appendIovec(out);
                     return;
                 }

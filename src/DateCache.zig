@@ -17,6 +17,11 @@ second: ?i64 = null,
 /// Length of the header line, CRLF included.
 pub const line_len = "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n".len;
 
+comptime {
+    // Response heads copy the line with a fixed-size copy of this length.
+    assert(line_len == @import("http1/ResponseHead.zig").date_line_len);
+}
+
 const day_names = [7]*const [3]u8{ "Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed" };
 const month_names = [12]*const [3]u8{
     "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
