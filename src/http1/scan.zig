@@ -116,6 +116,54 @@ test "findNameEnd: agrees with the tchar table at every position" {
     }
 }
 
+/// The lanes of `chunk` that may appear in a reg-name or IPv4address (RFC 3986 §3.2.2):
+/// unreserved, sub-delims and '%'. By range: '!', '$' to '.', digits, ';', '=', letters, '_'
+/// and '~'.
+pub inline fn hostLanes(chunk: @Vector(16, u8)) u16 {
+    const V = @Vector(16, u8);
+    const lower = chunk | @as(V, @splat(0x20));
+    const alpha = (lower -% @as(V, @splat('a'))) < @as(V, @splat(26));
+    const dollar_to_dot = (chunk -% @as(V, @splat('$'))) < @as(V, @splat('.' - '$' + 1));
+    const single = (chunk == @as(V, @splat('!'))) | (chunk == @as(V, @splat(';'))) |
+        (chunk == @as(V, @splat('='))) | (chunk == @as(V, @splat('_'))) |
+        (chunk == @as(V, @splat('~')));
+    return @bitCast(alpha | digitLanesBool(chunk) | dollar_to_dot | single);
+}
+
+/// The lanes of `chunk` that are ASCII digits.
+pub inline fn digitLanes(chunk: @Vector(16, u8)) u16 {
+    return @bitCast(digitLanesBool(chunk));
+}
+
+inline fn digitLanesBool(chunk: @Vector(16, u8)) @Vector(16, bool) {
+    const V = @Vector(16, u8);
+    return (chunk -% @as(V, @splat('0'))) < @as(V, @splat(10));
+}
+
+/// reg-name and IPv4address bytes (RFC 3986 §3.2.2), as a table: unreserved, sub-delims, '%'.
+pub const host_table: [256]bool = blk: {
+    var table: [256]bool = @splat(false);
+    for ("-._~%!$&'()*+,;=") |c| table[c] = true;
+    for ('0'..'9' + 1) |c| table[c] = true;
+    for ('a'..'z' + 1) |c| table[c] = true;
+    for ('A'..'Z' + 1) |c| table[c] = true;
+    break :blk table;
+};
+
+test "hostLanes and digitLanes: agree with the tables for every byte" {
+    for (0..256 / 16) |block| {
+        var bytes: [16]u8 = undefined;
+        for (&bytes, 0..) |*b, i| b.* = @intCast(block * 16 + i);
+        const host = hostLanes(bytes);
+        const digit = digitLanes(bytes);
+        for (bytes, 0..) |b, i| {
+            const bit: u16 = @as(u16, 1) << @intCast(i);
+            try std.testing.expectEqual(host_table[b], host & bit != 0);
+            try std.testing.expectEqual(std.ascii.isDigit(b), digit & bit != 0);
+        }
+    }
+}
+
 /// tchar (RFC 9110 §5.6.2): the bytes allowed in a method or field name.
 pub const token_table: [256]bool = blk: {
     var table: [256]bool = @splat(false);
