@@ -224,7 +224,8 @@ fn requestLineLength(parser: *RequestParser, line: []const u8) (Error || error{N
 
     // Target: everything up to the next byte that cannot be in a target, which must be SP.
     const target_start = method_len + 1;
-    const target_end = scan.findTargetEnd(line, target_start) orelse return error.NeedMore;
+    const target_scan = scan.findTarget(line, target_start) orelse return error.NeedMore;
+    const target_end = target_scan.end;
     if (line[target_end] != ' ') return switch (line[target_end]) {
         '\r', '\n' => error.InvalidRequestLine, // HTTP/0.9 form or missing version
         else => error.InvalidTarget,
@@ -248,8 +249,15 @@ fn requestLineLength(parser: *RequestParser, line: []const u8) (Error || error{N
     parser.head.method = method;
     parser.head.version = version;
     parser.head.target = target;
-    if (target[0] == '/') {
-        splitOriginForm(&parser.head, target);
+    if (target[0] == '/') { // origin-form
+        const head = &parser.head;
+        if (target_scan.query) |q| {
+            head.path = line[target_start..q];
+            head.query = line[q + 1 .. target_end];
+        } else {
+            head.path = target;
+            head.query = "";
+        }
     } else {
         try parser.splitTarget(method, target);
     }
@@ -288,13 +296,6 @@ fn parseVersion(text: *const [10]u8) Error!http.Version {
     if (text[8] != '\r') return if (text[8] == '\n') error.BareLineFeed else error.InvalidVersion;
     if (text[9] != '\n') return error.BareCarriageReturn;
     return version;
-}
-
-/// Splits an origin-form target (RFC 9112 §3.2.1) at its first '?'.
-inline fn splitOriginForm(head: *Head, target: []const u8) void {
-    const q = std.mem.findScalar(u8, target, '?');
-    head.path = if (q) |p| target[0..p] else target;
-    head.query = if (q) |p| target[p + 1 ..] else "";
 }
 
 /// Splits an asterisk-, authority- or absolute-form target into path and query (RFC 9112 §3.2).
@@ -488,7 +489,7 @@ fn validateHost(value: []const u8) Error!void {
 /// classified with one vector load from `bytes` (neighbouring bytes are loaded and ignored):
 /// reg-name bytes up to an optional ':' and at most five digits. Anything else (an IP literal,
 /// a longer value, an error) takes the byte loop of `validateHost`, which decides.
-fn validateHostIn(bytes: []const u8, start: usize, end: usize) Error!void {
+inline fn validateHostIn(bytes: []const u8, start: usize, end: usize) Error!void {
     const len = end - start;
     if (len == 0) return; // an empty Host is allowed (RFC 9112 §3.2)
     if (len <= 16 and bytes.len >= 16) {

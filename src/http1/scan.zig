@@ -12,7 +12,8 @@ const Mask = @Int(.unsigned, vector_len);
 /// (RFC 9112 §3.2: any byte <= 0x20 or DEL; the one expected is the SP that ends it),
 /// or null if there is none in `bytes`.
 pub fn findTargetEnd(bytes: []const u8, start: usize) ?usize {
-    return findFirst(bytes, start, .target_end);
+    const target = findTarget(bytes, start) orelse return null;
+    return target.end;
 }
 
 /// Index of the first byte at or after `start` that cannot appear in a field value
@@ -20,6 +21,51 @@ pub fn findTargetEnd(bytes: []const u8, start: usize) ?usize {
 /// line), or null if there is none in `bytes`.
 pub fn findValueEnd(bytes: []const u8, start: usize) ?usize {
     return findFirst(bytes, start, .value_end);
+}
+
+/// Where a request-target ends and where its query starts.
+pub const Target = struct {
+    /// Index of the first byte that cannot appear in a target (see `findTargetEnd`).
+    end: usize,
+    /// Index of the first '?' before `end`, or null.
+    query: ?usize,
+};
+
+/// `findTargetEnd`, and the first '?' before the end found in the same pass (origin-form
+/// targets split there into path and query), or null if no end is in `bytes`. Full vectors,
+/// then one vector ending at the end of `bytes`, then single bytes, as `findFirst`.
+pub fn findTarget(bytes: []const u8, start: usize) ?Target {
+    var query: ?usize = null;
+    var i = start;
+    while (i + vector_len <= bytes.len) : (i += vector_len) {
+        const chunk: Vector = bytes[i..][0..vector_len].*;
+        if (targetStep(i, chunk, 0, &query)) |target| return target;
+    }
+    if (i < bytes.len and bytes.len >= vector_len) {
+        const base = bytes.len - vector_len;
+        const chunk: Vector = bytes[base..][0..vector_len].*;
+        return targetStep(i, chunk, @intCast(i - base), &query);
+    }
+    while (i < bytes.len) : (i += 1) {
+        const c = bytes[i];
+        if (matchesByte(.target_end, c)) return .{ .end = i, .query = query };
+        if (c == '?' and query == null) query = i;
+    }
+    return null;
+}
+
+/// One vector of `findTarget`: lane `shift` of `chunk` is the byte at `i`.
+inline fn targetStep(i: usize, chunk: Vector, shift: std.math.Log2Int(Mask), query: *?usize) ?Target {
+    const end_mask = matches(.target_end, vector_len, chunk) >> shift;
+    const query_mask = @as(Mask, @bitCast(chunk == @as(Vector, @splat('?')))) >> shift;
+    if (end_mask == 0) {
+        if (query.* == null and query_mask != 0) query.* = i + @ctz(query_mask);
+        return null;
+    }
+    const end = @ctz(end_mask);
+    const before_end = query_mask & ((@as(Mask, 1) << @intCast(end)) -% 1);
+    if (query.* == null and before_end != 0) query.* = i + @ctz(before_end);
+    return .{ .end = i + end, .query = query.* };
 }
 
 const Class = enum { target_end, value_end };
@@ -201,6 +247,30 @@ test "findTargetEnd: every position and every start agree with a scalar referenc
                 try std.testing.expectEqual(referenceTargetEnd(&buf, start), findTargetEnd(&buf, start));
             }
         }
+    }
+}
+
+test "findTarget: the end and the first '?' before it, at every position" {
+    var buf: [3 * vector_len + 5]u8 = undefined;
+    for (0..buf.len) |stop| {
+        // Question marks before, at and after the end, and near vector boundaries.
+        const marks = [_]?usize{ null, 0, stop -| 1, stop + 1, vector_len - 1, vector_len, 2 * vector_len + 1 };
+        for (marks) |first| for (marks) |second| {
+            @memset(&buf, 'a');
+            for ([_]?usize{ first, second }) |mark| if (mark) |q| if (q < buf.len) {
+                buf[q] = '?';
+            };
+            buf[stop] = ' ';
+            for (0..buf.len) |start| {
+                const end = referenceTargetEnd(&buf, start);
+                const found = findTarget(&buf, start);
+                try std.testing.expectEqual(end, if (found) |f| f.end else null);
+                if (found) |f| try std.testing.expectEqual(
+                    if (std.mem.findScalar(u8, buf[start..f.end], '?')) |q| start + q else null,
+                    f.query,
+                );
+            }
+        };
     }
 }
 
