@@ -172,16 +172,10 @@ pub fn feed(parser: *RequestParser, bytes: []const u8) Error!Progress {
         if (try parser.parseRequestLine(bytes) == .need_more) return .need_more;
         assert(parser.state == .fields);
     }
-    while (true) {
-        switch (try parser.parseFieldLine(bytes)) {
-            .need_more => {
-                if (bytes.len - parser.line_start > parser.limits.header_bytes_max)
-                    return error.HeaderSectionTooLarge;
-                return .need_more;
-            },
-            .field => continue,
-            .end => break,
-        }
+    if (try parser.parseFields(bytes) == .need_more) {
+        if (bytes.len - parser.line_start > parser.limits.header_bytes_max)
+            return error.HeaderSectionTooLarge;
+        return .need_more;
     }
     try parser.finish();
     parser.state = .complete;
@@ -329,61 +323,82 @@ fn splitTarget(parser: *RequestParser, method: http.Method, target: []const u8) 
     head.query = if (q) |p| path_and_query[p + 1 ..] else "";
 }
 
-const FieldProgress = enum { need_more, field, end };
-
-fn parseFieldLine(parser: *RequestParser, bytes: []const u8) Error!FieldProgress {
-    const start: usize = parser.offset;
-    if (start >= bytes.len) return .need_more;
-    switch (bytes[start]) {
-        '\r' => {
-            if (start + 1 >= bytes.len) return .need_more;
-            if (bytes[start + 1] != '\n') return error.BareCarriageReturn;
-            parser.offset = @intCast(start + 2);
-            if (parser.offset - parser.line_start > parser.limits.header_bytes_max)
-                return error.HeaderSectionTooLarge;
-            return .end;
-        },
-        '\n' => return error.BareLineFeed,
-        ' ', '\t' => return error.ObsoleteLineFolding,
-        else => {},
+/// Parses field lines up to the empty line that ends the head. `offset` and `head.headers`
+/// advance a whole line at a time, so a head cut anywhere resumes at the line it cut; while
+/// the loop runs they live in registers.
+fn parseFields(parser: *RequestParser, bytes: []const u8) Error!Progress {
+    const storage = parser.header_storage;
+    var count = parser.head.headers.len;
+    var start: usize = parser.offset;
+    defer {
+        parser.offset = @intCast(start);
+        parser.head.headers = storage[0..count];
     }
-    const i = scan.findNameEnd(bytes, start);
-    if (i == bytes.len) return .need_more;
-    switch (bytes[i]) {
-        ':' => if (i == start) return error.InvalidHeaderName,
-        ' ', '\t' => return error.WhitespaceBeforeColon,
-        '\r' => return error.InvalidHeaderName,
-        '\n' => return error.BareLineFeed,
-        else => return error.InvalidHeaderName,
+    while (true) {
+        if (start >= bytes.len) return .need_more;
+        switch (bytes[start]) {
+            '\r' => {
+                if (start + 1 >= bytes.len) return .need_more;
+                if (bytes[start + 1] != '\n') return error.BareCarriageReturn;
+                start += 2;
+                if (start - parser.line_start > parser.limits.header_bytes_max)
+                    return error.HeaderSectionTooLarge;
+                return .complete;
+            },
+            '\n' => return error.BareLineFeed,
+            ' ', '\t' => return error.ObsoleteLineFolding,
+            else => {},
+        }
+        const i = scan.findNameEnd(bytes, start);
+        if (i == bytes.len) return .need_more;
+        switch (bytes[i]) {
+            ':' => if (i == start) return error.InvalidHeaderName,
+            ' ', '\t' => return error.WhitespaceBeforeColon,
+            '\r' => return error.InvalidHeaderName,
+            '\n' => return error.BareLineFeed,
+            else => return error.InvalidHeaderName,
+        }
+        const name = bytes[start..i];
+        // The line's end first: then trimming the value's whitespace needs no bounds checks.
+        const stop = scan.findValueEnd(bytes, i + 1);
+        if (stop == bytes.len) return .need_more;
+        switch (bytes[stop]) {
+            '\r' => {
+                if (stop + 1 >= bytes.len) return .need_more;
+                if (bytes[stop + 1] != '\n') return error.BareCarriageReturn;
+            },
+            '\n' => return error.BareLineFeed,
+            else => return error.InvalidHeaderValue,
+        }
+        // Optional whitespace around the value (RFC 9112 §5.1): nearly always one SP before
+        // it and none after, which one test settles (`bytes[stop]` is the CR, and
+        // `bytes[stop - 1]` at worst the colon).
+        var value_start = i + 1 + @intFromBool(bytes[i + 1] == ' ');
+        var value_end = stop;
+        if (isWhitespace(bytes[value_start]) or isWhitespace(bytes[stop - 1])) {
+            while (value_start < stop and isWhitespace(bytes[value_start])) value_start += 1;
+            while (value_end > value_start and isWhitespace(bytes[value_end - 1])) value_end -= 1;
+        }
+        // The head's size is checked when its end is found, or by `feed` while it is incomplete.
+        if (count == storage.len) return error.TooManyHeaders;
+        storage[count] = .{ .name = name, .value = bytes[value_start..value_end] };
+        count += 1;
+        try parser.noteField(bytes, name, value_start, value_end);
+        start = stop + 2;
     }
-    const name = bytes[start..i];
-    // The line's end first: then trimming the value's whitespace needs no bounds checks.
-    const stop = scan.findValueEnd(bytes, i + 1) orelse return .need_more;
-    switch (bytes[stop]) {
-        '\r' => {
-            if (stop + 1 >= bytes.len) return .need_more;
-            if (bytes[stop + 1] != '\n') return error.BareCarriageReturn;
-        },
-        '\n' => return error.BareLineFeed,
-        else => return error.InvalidHeaderValue,
-    }
-    var value_start = i + 1;
-    while (value_start < stop and (bytes[value_start] == ' ' or bytes[value_start] == '\t'))
-        value_start += 1;
-    var value_end = stop;
-    while (value_end > value_start and (bytes[value_end - 1] == ' ' or bytes[value_end - 1] == '\t'))
-        value_end -= 1;
-    // The head's size is checked when its end is found, or by `feed` while it is incomplete.
-    const line_end = stop + 2;
-    const count = parser.head.headers.len;
-    if (count == parser.header_storage.len) return error.TooManyHeaders;
-    const value = bytes[value_start..value_end];
-    parser.header_storage[count] = .{ .name = name, .value = value };
-    parser.head.headers = parser.header_storage[0 .. count + 1];
-    try parser.noteField(bytes, name, value_start, value_end);
-    parser.offset = @intCast(line_end);
-    return .field;
 }
+
+inline fn isWhitespace(c: u8) bool {
+    return whitespace_table[c];
+}
+
+/// SP and HTAB, the optional whitespace around field values.
+const whitespace_table: [256]bool = blk: {
+    var table: [256]bool = @splat(false);
+    table[' '] = true;
+    table['\t'] = true;
+    break :blk table;
+};
 
 /// Records what the fields that affect framing and the connection say (one pass). Inlined
 /// into the field loop: most names match none of its cases, and the call would cost more.

@@ -18,8 +18,8 @@ pub fn findTargetEnd(bytes: []const u8, start: usize) ?usize {
 
 /// Index of the first byte at or after `start` that cannot appear in a field value
 /// (RFC 9110 §5.5: CTL other than HTAB, or DEL; the one expected is the CR that ends the
-/// line), or null if there is none in `bytes`.
-pub fn findValueEnd(bytes: []const u8, start: usize) ?usize {
+/// line), or `bytes.len` if there is none in `bytes`.
+pub fn findValueEnd(bytes: []const u8, start: usize) usize {
     return findFirst(bytes, start, .value_end);
 }
 
@@ -87,9 +87,10 @@ inline fn matchesByte(comptime class: Class, c: u8) bool {
     };
 }
 
-/// The first index at or after `start` whose byte is in `class`: full vectors, then one
-/// half-width vector, then single bytes, so short fields (most of them) take few steps.
-inline fn findFirst(bytes: []const u8, start: usize, comptime class: Class) ?usize {
+/// The first index at or after `start` whose byte is in `class`, or `bytes.len`: full vectors,
+/// then one vector ending at the end of `bytes`, then single bytes, so short fields (most of
+/// them) take few steps.
+inline fn findFirst(bytes: []const u8, start: usize, comptime class: Class) usize {
     var i = start;
     while (i + vector_len <= bytes.len) : (i += vector_len) {
         const mask = matches(class, vector_len, bytes[i..][0..vector_len].*);
@@ -99,12 +100,12 @@ inline fn findFirst(bytes: []const u8, start: usize, comptime class: Class) ?usi
         // The tail: one vector ending at the end of `bytes`, lanes before `i` shifted out.
         const base = bytes.len - vector_len;
         const mask = matches(class, vector_len, bytes[base..][0..vector_len].*) >> @intCast(i - base);
-        return if (mask != 0) i + @ctz(mask) else null;
+        return if (mask != 0) i + @ctz(mask) else bytes.len;
     }
     while (i < bytes.len) : (i += 1) {
         if (matchesByte(class, bytes[i])) return i;
     }
-    return null;
+    return bytes.len;
 }
 
 /// Index of the first byte at or after `start` that is not a tchar (the one expected is the
@@ -286,7 +287,7 @@ test "findValueEnd: tabs, high bytes and spaces are value bytes" {
             };
             buf[stop] = stop_byte;
             for (0..buf.len) |start| {
-                try std.testing.expectEqual(referenceValueEnd(&buf, start), findValueEnd(&buf, start));
+                try std.testing.expectEqual(referenceValueEnd(&buf, start) orelse buf.len, findValueEnd(&buf, start));
             }
         }
     }
