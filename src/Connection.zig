@@ -402,7 +402,8 @@ fn startBody(c: *Connection, x: *Exchange) bool {
     }
     x.body_start = x.head_start + head.len;
     c.phase = .body;
-    c.read_deadline_ms = c.worker.now_ms + config.body_timeout_ms;
+    // Without a body the request is complete now; `finishRequest` sets the next deadline.
+    if (head.framing != .none) c.read_deadline_ms = c.worker.now_ms + config.body_timeout_ms;
     x.prepared = false;
     const action: Worker.BodyAction = if (c.worker.dispatch.on_head) |on_head| blk: {
         c.prepare(x, "");
@@ -431,7 +432,7 @@ fn startBufferedBody(c: *Connection, x: *Exchange) bool {
     const head = &x.parser.head;
     const config = c.worker.config;
     switch (head.framing) {
-        .none => x.body = .none,
+        .none => assert(x.body == .none),
         .content_length => |length| {
             if (length > config.body_bytes_max) {
                 c.fail(.content_too_large, "request body too large");
@@ -651,7 +652,7 @@ fn dispatch(c: *Connection, x: *Exchange) void {
     if (x.prepared) {
         x.request.body_bytes = body.bytes;
     } else {
-        c.prepare(x, body.bytes);
+        @call(.always_inline, prepare, .{ c, x, body.bytes });
     }
     if (c.worker.handler_pool) |pool| if (c.sink == null) {
         c.phase = .handling;
@@ -837,7 +838,7 @@ fn finishResponse(c: *Connection, x: *Exchange) void {
                 // Small bodies are copied behind the head: pipelined responses then stay one
                 // contiguous run, one iovec for the whole batch.
                 if (x.reserveOut(head_len + body_len)) |out| {
-                    _ = head.write(out);
+                    _ = @call(.always_inline, ResponseHead.write, .{ &head, out });
                     byte_copy.short(out[head_len..].ptr, bytes[0..body_len]);
                     x.appendIovec(out);
                     return;
@@ -1008,7 +1009,7 @@ fn finishRequest(c: *Connection, x: *Exchange) void {
         .chunked => |chunked| chunked.raw_pos,
     };
     x.head_start = next_start;
-    x.body = .none;
+    if (x.body != .none) x.body = .none; // the tag alone: the payload is large
     x.parser.reset();
     c.requests_served += 1;
     c.worker.requests_total += 1;
