@@ -363,6 +363,9 @@ fn process(c: *Connection) void {
 
 /// Returns true when a head is complete and the body phase has begun.
 fn processHead(c: *Connection, x: *Exchange) bool {
+    // Nothing after the last request (the usual end of a batch): nothing to parse, and the
+    // buffer has room or is compacted by `recvBuffer`.
+    if (x.head_start == x.recv_end) return false;
     const bytes = x.recv[x.head_start..x.recv_end];
     const progress = x.parser.feed(bytes) catch |err| {
         c.fail(RequestParser.status(err), RequestParser.message(err));
@@ -491,8 +494,9 @@ fn chunkedState(c: *Connection, x: *Exchange, stream: bool) Exchange.Chunked {
 
 /// Builds the request view and an empty response for the current head and `body`.
 fn prepare(c: *Connection, x: *Exchange, body: []const u8) void {
-    const head = &x.parser.head;
-    x.request = .init(head, body, x.arena.allocator());
+    // A copy the request cannot alias: its fields then move without a detour over the stack.
+    const head = x.parser.head;
+    x.request = .init(&head, body, x.arena.allocator());
     x.request.worker_index = c.worker.index;
     x.request.peer = if (c.peer) |peer| peer.* else null;
     const free = x.out.len - x.out_len;
@@ -500,14 +504,24 @@ fn prepare(c: *Connection, x: *Exchange, body: []const u8) void {
         x.out[x.out_len + Exchange.head_reserve ..]
     else
         x.out[x.out.len..];
-    x.response = .init(.{
-        .arena = x.arena.allocator(),
-        .header_storage = x.response_header_storage,
-        .body_buffer = body_buffer,
-        .body_bytes_max = c.worker.config.response_body_bytes_max,
-        .discard_body = head.method == .HEAD,
-        .stream = if (c.sink != null) .{ .context = c, .sendChunk = sendChunk } else null,
-    });
+    const stream: ?Response.Stream = if (c.sink != null) .{ .context = c, .sendChunk = sendChunk } else null;
+    if (x.response_ready) {
+        x.response.reset(.{
+            .body_buffer = body_buffer,
+            .discard_body = head.method == .HEAD,
+            .stream = stream,
+        });
+    } else {
+        x.response = .init(.{
+            .arena = x.arena.allocator(),
+            .header_storage = x.response_header_storage,
+            .body_buffer = body_buffer,
+            .body_bytes_max = c.worker.config.response_body_bytes_max,
+            .discard_body = head.method == .HEAD,
+            .stream = stream,
+        });
+        x.response_ready = true;
+    }
     x.prepared = true;
 }
 

@@ -159,7 +159,7 @@ pub fn formatDecimal(buffer: []u8, value: u64) usize {
 }
 
 /// Writes `value` in decimal into exactly `digits` (`decimalLength(value)` bytes).
-fn writeDigits(digits: []u8, value: u64) void {
+inline fn writeDigits(digits: []u8, value: u64) void {
     assert(digits.len == decimalLength(value));
     var v = value;
     var i = digits.len;
