@@ -17,7 +17,7 @@ pub const padded_len = 48;
 
 /// A status line, padded with zero bytes to `padded_len`.
 pub const Padded = struct {
-    bytes: [padded_len]u8,
+    bytes: [padded_len]u8 align(64),
     /// Length of the line, CRLF included.
     len: u8,
 };
