@@ -504,7 +504,10 @@ fn prepare(c: *Connection, x: *Exchange, body: []const u8) void {
         x.out[x.out_len + Exchange.head_reserve ..]
     else
         x.out[x.out.len..];
-    const stream: ?Response.Stream = if (c.sink != null) .{ .context = c, .sendChunk = sendChunk } else null;
+    const stream: ?Response.Stream = if (c.sink != null)
+        .{ .context = c, .sendChunk = sendChunk }
+    else
+        null;
     if (x.response_ready) {
         x.response.reset(.{
             .body_buffer = body_buffer,

@@ -482,7 +482,12 @@ test "Response: reset leaves nothing of the previous response behind" {
     res.reset(.{ .body_buffer = &next_buffer, .discard_body = false, .stream = null });
     var fresh = testResponse(&next_buffer, &storage);
     fresh.arena = arena_state.allocator();
-    inline for (.{ "status", "content_type", "keep_alive", "body", "body_bytes_max", "discard_body", "discarded_len", "streaming", "failure", "websocket_upgrade" }) |field| {
+    const fields = .{
+        "status",         "content_type",      "keep_alive",    "body",
+        "body_bytes_max", "discard_body",      "discarded_len", "streaming",
+        "failure",        "websocket_upgrade",
+    };
+    inline for (fields) |field| {
         try std.testing.expectEqual(@field(fresh, field), @field(res, field));
     }
     try std.testing.expectEqual(fresh.headers().len, res.headers().len);

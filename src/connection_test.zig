@@ -275,11 +275,16 @@ test "Connection: a reused exchange starts each response fresh" {
     var big: [3000]u8 = undefined;
     for (&big, 0..) |*b, i| b.* = @intCast('a' + i % 26);
     const expected = try std.mem.concat(testing.allocator, u8, &.{
-        "HTTP/1.1 200 OK\r\n" ++ date ++ "Content-Length: 1\r\nX-Test: yes\r\n\r\nh",              plain_response,
-        "HTTP/1.1 204 No Content\r\n" ++ date ++ "\r\n",                                           plain_response,
-        "HTTP/1.1 200 OK\r\n" ++ date ++ "Content-Type: text/plain\r\nContent-Length: 13\r\n\r\n", plain_response,
-        "HTTP/1.1 200 OK\r\n" ++ date ++ "Content-Length: 3000\r\n\r\n",                           big[0..],
-        plain_response,                                                                            ok(null, "static body"),
+        "HTTP/1.1 200 OK\r\n" ++ date ++ "Content-Length: 1\r\nX-Test: yes\r\n\r\nh",
+        plain_response,
+        "HTTP/1.1 204 No Content\r\n" ++ date ++ "\r\n",
+        plain_response,
+        "HTTP/1.1 200 OK\r\n" ++ date ++ "Content-Type: text/plain\r\nContent-Length: 13\r\n\r\n",
+        plain_response,
+        "HTTP/1.1 200 OK\r\n" ++ date ++ "Content-Length: 3000\r\n\r\n",
+        big[0..],
+        plain_response,
+        ok(null, "static body"),
         plain_response,
     });
     defer testing.allocator.free(expected);

@@ -233,7 +233,10 @@ pub const Status = enum(u16) {
 pub fn eqlLower(text: []const u8, comptime lower: []const u8) bool {
     comptime for (lower) |l| std.debug.assert(std.ascii.isLower(l) or std.ascii.isDigit(l) or l == '-');
     if (text.len != lower.len) return false;
-    const Word = if (lower.len >= 8) u64 else if (lower.len >= 4) u32 else if (lower.len >= 2) u16 else u8;
+    const Word = if (lower.len >= 8) u64 else if (lower.len >= 4) u32 else if (lower.len >= 2)
+        u16
+    else
+        u8;
     const size = @sizeOf(Word);
     if (lower.len == 0) return true;
     const case_bits: Word = @truncate(0x2020202020202020);

@@ -295,7 +295,7 @@ fn parseVersion(text: *const [10]u8) Error!http.Version {
 /// Splits an asterisk-, authority- or absolute-form target into path and query (RFC 9112 §3.2).
 fn splitTarget(parser: *RequestParser, method: http.Method, target: []const u8) Error!void {
     const head = &parser.head;
-    assert(target[0] != '/'); // origin-form: `splitOriginForm`
+    assert(target[0] != '/'); // origin-form is split by `requestLineLength`
     if (method == .OPTIONS and target.len == 1 and target[0] == '*') { // asterisk-form
         head.path = target;
         return;
@@ -635,12 +635,16 @@ test "validateHostIn: agrees with validateHost for every value, offset and buffe
         const expected = validateHost(value);
         for (0..buffer.len - value.len + 1) |start| {
             const end = start + value.len;
-            for ([_]usize{ end, @min(end + 1, buffer.len), @min(end + 7, buffer.len), buffer.len }) |buffer_end| {
+            const ends = [_]usize{ end, @min(end + 1, buffer.len), @min(end + 7, buffer.len), 48 };
+            for (ends) |buffer_end| {
                 for ([_]u8{ '\r', ':', '1', 'a' }) |filler| {
                     @memset(&buffer, filler);
                     @memcpy(buffer[start..end], value);
-                    std.testing.expectEqual(expected, validateHostIn(buffer[0..buffer_end], start, end)) catch |err| {
-                        std.debug.print("value \"{f}\" at {d}, buffer end {d}\n", .{ std.zig.fmtString(value), start, buffer_end });
+                    const result = validateHostIn(buffer[0..buffer_end], start, end);
+                    std.testing.expectEqual(expected, result) catch |err| {
+                        std.debug.print("value \"{f}\" at {d}, buffer end {d}\n", .{
+                            std.zig.fmtString(value), start, buffer_end,
+                        });
                         return err;
                     };
                 }

@@ -43,7 +43,8 @@ pub const Connection = enum {
     upgrade,
 };
 
-/// Length of a Date line, "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n" (IMF-fixdate, RFC 9110 §5.6.7).
+/// Length of a Date line, "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n" (IMF-fixdate,
+/// RFC 9110 §5.6.7).
 pub const date_line_len = "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n".len;
 
 const content_type_name = "Content-Type: ";

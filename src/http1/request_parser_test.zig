@@ -268,7 +268,8 @@ fn expectHead(expected: Expected, case_bytes: []const u8, parser: RequestParser)
     if (expected.upgrade) |u| try testing.expectEqualStrings(u, head.upgrade.?);
     if (expected.values.len > 0) {
         try testing.expectEqual(expected.values.len, head.headers.len);
-        for (expected.values, head.headers) |value, field| try testing.expectEqualStrings(value, field.value);
+        for (expected.values, head.headers) |value, field|
+            try testing.expectEqualStrings(value, field.value);
     }
     try testing.expectEqual(case_bytes.len - expected.trailing, head.len);
 }

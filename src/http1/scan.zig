@@ -58,7 +58,12 @@ pub fn findTarget(bytes: []const u8, start: usize) ?Target {
 }
 
 /// One vector of `findTarget`: lane `shift` of `chunk` is the byte at `i`.
-inline fn targetStep(i: usize, chunk: Vector, shift: std.math.Log2Int(Mask), query: *?usize) ?Target {
+inline fn targetStep(
+    i: usize,
+    chunk: Vector,
+    shift: std.math.Log2Int(Mask),
+    query: *?usize,
+) ?Target {
     const end_mask = matches(.target_end, vector_len, chunk) >> shift;
     const query_mask = @as(Mask, @bitCast(chunk == @as(Vector, @splat('?')))) >> shift;
     if (end_mask == 0) {
@@ -258,7 +263,9 @@ test "findTarget: the end and the first '?' before it, at every position" {
     var buf: [3 * vector_len + 5]u8 = undefined;
     for (0..buf.len) |stop| {
         // Question marks before, at and after the end, and near vector boundaries.
-        const marks = [_]?usize{ null, 0, stop -| 1, stop + 1, vector_len - 1, vector_len, 2 * vector_len + 1 };
+        const marks = [_]?usize{
+            null, 0, stop -| 1, stop + 1, vector_len - 1, vector_len, 2 * vector_len + 1,
+        };
         for (marks) |first| for (marks) |second| {
             @memset(&buf, 'a');
             for ([_]?usize{ first, second }) |mark| if (mark) |q| if (q < buf.len) {
@@ -290,7 +297,8 @@ test "findValueEnd: tabs, high bytes and spaces are value bytes" {
             };
             buf[stop] = stop_byte;
             for (0..buf.len) |start| {
-                try std.testing.expectEqual(referenceValueEnd(&buf, start) orelse buf.len, findValueEnd(&buf, start));
+                const expected = referenceValueEnd(&buf, start) orelse buf.len;
+                try std.testing.expectEqual(expected, findValueEnd(&buf, start));
             }
         }
     }
