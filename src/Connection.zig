@@ -19,6 +19,7 @@ const Response = @import("Response.zig");
 const RequestParser = @import("http1/RequestParser.zig");
 const ChunkedDecoder = @import("http1/ChunkedDecoder.zig");
 const ResponseHead = @import("http1/ResponseHead.zig");
+const byte_copy = @import("http1/copy.zig");
 const Session = @import("websocket/Session.zig");
 const client_error = @import("client_error.zig");
 
@@ -417,6 +418,9 @@ fn process(c: *Connection) void {
 
 /// Returns true when a head is complete and the body phase has begun.
 fn processHead(c: *Connection, x: *Exchange) bool {
+    // Nothing after the last request (the usual end of a batch): nothing to parse, and the
+    // buffer has room or is compacted by `recvBuffer`.
+    if (x.head_start == x.recv_end) return false;
     const bytes = x.recv[x.head_start..x.recv_end];
     const progress = x.parser.feed(bytes) catch |err| {
         c.fail(RequestParser.status(err), RequestParser.message(err));
@@ -457,7 +461,8 @@ fn startBody(c: *Connection, x: *Exchange) bool {
     x.body_start = x.head_start + head.len;
     x.arena.beginRequest();
     c.phase = .body;
-    c.read_deadline_ms = c.worker.now_ms + config.body_timeout_ms;
+    // Without a body the request is complete now; `finishRequest` sets the next deadline.
+    if (head.framing != .none) c.read_deadline_ms = c.worker.now_ms + config.body_timeout_ms;
     x.prepared = false;
     const action: Worker.BodyAction = if (c.worker.dispatch.on_head) |on_head| blk: {
         c.prepare(x, "");
@@ -487,7 +492,7 @@ fn startBufferedBody(c: *Connection, x: *Exchange) bool {
     const head = &x.parser.head;
     const config = c.worker.config;
     switch (head.framing) {
-        .none => x.body = .none,
+        .none => assert(x.body == .none),
         .content_length => |length| {
             if (length > config.body_bytes_max) {
                 c.fail(.content_too_large, "request body too large");
@@ -576,8 +581,9 @@ fn chunkedState(c: *Connection, x: *Exchange, stream: bool) Exchange.Chunked {
 
 /// Builds the request view and an empty response for the current head and `body`.
 fn prepare(c: *Connection, x: *Exchange, body: []const u8) void {
-    const head = &x.parser.head;
-    x.request = .init(head, body, x.arena.allocator());
+    // A copy the request cannot alias: its fields then move without a detour over the stack.
+    const head = x.parser.head;
+    x.request = .init(&head, body, x.arena.allocator());
     x.request.worker_index = c.worker.index;
     x.request.peer = if (c.peer) |peer| peer.* else null;
     const free = x.out.len - x.out_len;
@@ -585,14 +591,27 @@ fn prepare(c: *Connection, x: *Exchange, body: []const u8) void {
         x.out[x.out_len + Exchange.head_reserve ..]
     else
         x.out[x.out.len..];
-    x.response = .init(.{
-        .arena = x.arena.allocator(),
-        .header_storage = x.response_header_storage,
-        .body_buffer = body_buffer,
-        .body_bytes_max = c.worker.config.response_body_bytes_max,
-        .discard_body = head.method == .HEAD,
-        .stream = if (c.sink != null) .{ .context = c, .sendChunk = sendChunk } else null,
-    });
+    const stream: ?Response.Stream = if (c.sink != null)
+        .{ .context = c, .sendChunk = sendChunk }
+    else
+        null;
+    if (x.response_ready) {
+        x.response.reset(.{
+            .body_buffer = body_buffer,
+            .discard_body = head.method == .HEAD,
+            .stream = stream,
+        });
+    } else {
+        x.response = .init(.{
+            .arena = x.arena.allocator(),
+            .header_storage = x.response_header_storage,
+            .body_buffer = body_buffer,
+            .body_bytes_max = c.worker.config.response_body_bytes_max,
+            .discard_body = head.method == .HEAD,
+            .stream = stream,
+        });
+        x.response_ready = true;
+    }
     x.prepared = true;
 }
 
@@ -740,7 +759,7 @@ fn dispatch(c: *Connection, x: *Exchange) void {
     if (x.prepared) {
         x.request.body_bytes = body.bytes;
     } else {
-        c.prepare(x, body.bytes);
+        @call(.always_inline, prepare, .{ c, x, body.bytes });
     }
     const pulled = x.body == .pulled;
     if (pulled) c.preparePull(x);
@@ -1111,8 +1130,8 @@ fn finishResponse(c: *Connection, x: *Exchange) void {
                 // Small bodies are copied behind the head: pipelined responses then stay one
                 // contiguous run, one iovec for the whole batch.
                 if (x.reserveOut(head_len + body_len)) |out| {
-                    _ = head.write(out);
-                    @memcpy(out[head_len..], bytes[0..body_len]);
+                    _ = @call(.always_inline, ResponseHead.write, .{ &head, out });
+                    byte_copy.short(out[head_len..].ptr, bytes[0..body_len]);
                     x.appendIovec(out);
                     return;
                 }
@@ -1290,7 +1309,7 @@ fn finishRequest(c: *Connection, x: *Exchange) void {
         .pulled => |p| p.raw_pos,
     };
     x.head_start = next_start;
-    x.body = .none;
+    if (x.body != .none) x.body = .none; // the tag alone: the payload is large
     x.parser.reset();
     c.requests_served += 1;
     c.worker.requests_total += 1;

@@ -8,14 +8,22 @@ const assert = std.debug.assert;
 const DateCache = @This();
 
 /// Two "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n" lines: the published one and the spare.
-buffers: [2][line_len]u8 = undefined,
+buffers: [2]Buffer = undefined,
 /// Which buffer is published.
 published: std.atomic.Value(u8) = .init(0),
 /// The second the published line was built for; null before the first update.
 second: ?i64 = null,
 
+/// One line, on a cache line of its own: copying it never loads across a line boundary.
+const Buffer = struct { bytes: [line_len]u8 align(64) };
+
 /// Length of the header line, CRLF included.
 pub const line_len = "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n".len;
+
+comptime {
+    // Response heads copy the line with a fixed-size copy of this length.
+    assert(line_len == @import("http1/ResponseHead.zig").date_line_len);
+}
 
 const day_names = [7]*const [3]u8{ "Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed" };
 const month_names = [12]*const [3]u8{
@@ -28,14 +36,14 @@ pub fn update(cache: *DateCache, unix_seconds: i64) void {
     if (unix_seconds == cache.second) return;
     cache.second = unix_seconds;
     const spare = 1 - cache.published.load(.monotonic);
-    _ = format(&cache.buffers[spare], "Date: ", unix_seconds);
-    @memcpy(cache.buffers[spare][line_len - 2 ..], "\r\n");
+    _ = format(&cache.buffers[spare].bytes, "Date: ", unix_seconds);
+    @memcpy(cache.buffers[spare].bytes[line_len - 2 ..], "\r\n");
     cache.published.store(spare, .release);
 }
 
 /// The current header line. Asserts `update` was called.
 pub fn line(cache: *const DateCache) []const u8 {
-    return &cache.buffers[cache.published.load(.acquire)];
+    return &cache.buffers[cache.published.load(.acquire)].bytes;
 }
 
 /// First second an IMF-fixdate can show (1970-01-01T00:00:00Z, the Unix epoch).

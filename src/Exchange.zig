@@ -63,6 +63,8 @@ request: Request = undefined,
 response: Response = undefined,
 /// Whether `request` and `response` were set up before the body (for `onHead`).
 prepared: bool = false,
+/// Whether `response` was made by `Response.init` once, so `Response.reset` can renew it.
+response_ready: bool = false,
 
 // While the handler runs on a pool thread:
 /// The error `handle` returned, if any.

@@ -262,6 +262,35 @@ test "Connection: 204 has no Content-Length; setBody and handler headers" {
         "Content-Length: 1\r\nX-Test: yes\r\n\r\nh");
 }
 
+test "Connection: a reused exchange starts each response fresh" {
+    // Headers, a status, a HEAD, a body grown into the arena and a set body, each followed by
+    // a plain request whose response must show none of it.
+    const plain = "GET /hello HTTP/1.1\r\nHost: a\r\n\r\n";
+    const plain_response = ok("text/plain", "Hello, World!");
+    const input = "GET /header HTTP/1.1\r\nHost: a\r\n\r\n" ++ plain ++
+        "GET /empty HTTP/1.1\r\nHost: a\r\n\r\n" ++ plain ++
+        "HEAD /hello HTTP/1.1\r\nHost: a\r\n\r\n" ++ plain ++
+        "GET /big?n=3000 HTTP/1.1\r\nHost: a\r\n\r\n" ++ plain ++
+        "GET /static HTTP/1.1\r\nHost: a\r\n\r\n" ++ plain;
+    var big: [3000]u8 = undefined;
+    for (&big, 0..) |*b, i| b.* = @intCast('a' + i % 26);
+    const expected = try std.mem.concat(testing.allocator, u8, &.{
+        "HTTP/1.1 200 OK\r\n" ++ date ++ "Content-Length: 1\r\nX-Test: yes\r\n\r\nh",
+        plain_response,
+        "HTTP/1.1 204 No Content\r\n" ++ date ++ "\r\n",
+        plain_response,
+        "HTTP/1.1 200 OK\r\n" ++ date ++ "Content-Type: text/plain\r\nContent-Length: 13\r\n\r\n",
+        plain_response,
+        "HTTP/1.1 200 OK\r\n" ++ date ++ "Content-Length: 3000\r\n\r\n",
+        big[0..],
+        plain_response,
+        ok(null, "static body"),
+        plain_response,
+    });
+    defer testing.allocator.free(expected);
+    try expectExchange(.{}, input, expected);
+}
+
 test "Connection: a body larger than the send buffer" {
     var expected: std.ArrayList(u8) = .empty;
     defer expected.deinit(testing.allocator);

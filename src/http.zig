@@ -228,13 +228,29 @@ pub const Status = enum(u16) {
 /// ASCII case-insensitive comparison of a field name, token or field value with a lowercase
 /// literal made of letters, digits and '-'. Assumes `text` holds no control bytes (the parser
 /// has rejected them): then setting bit 0x20 on every byte lowercases letters and maps no other
-/// byte onto a character of `lower`, so one vector compare decides.
+/// byte onto a character of `lower`, so a few word compares decide: 8 bytes at a time, the
+/// last word overlapping the one before it.
 pub fn eqlLower(text: []const u8, comptime lower: []const u8) bool {
     comptime for (lower) |l| std.debug.assert(std.ascii.isLower(l) or std.ascii.isDigit(l) or l == '-');
     if (text.len != lower.len) return false;
-    const V = @Vector(lower.len, u8);
-    const folded = @as(V, text[0..lower.len].*) | @as(V, @splat(0x20));
-    return @reduce(.And, folded == @as(V, lower[0..lower.len].*));
+    const Word = if (lower.len >= 8) u64 else if (lower.len >= 4) u32 else if (lower.len >= 2)
+        u16
+    else
+        u8;
+    const size = @sizeOf(Word);
+    if (lower.len == 0) return true;
+    const case_bits: Word = @truncate(0x2020202020202020);
+    var diff: Word = 0;
+    comptime var offset: usize = 0;
+    inline while (true) {
+        // The last word ends at the end of the text, overlapping its predecessor if need be.
+        const at = comptime @min(offset, lower.len - size);
+        const expected = comptime std.mem.readInt(Word, lower[at..][0..size], .little);
+        diff |= (std.mem.readInt(Word, text[at..][0..size], .little) | case_bits) ^ expected;
+        offset += size;
+        if (offset >= lower.len) break;
+    }
+    return diff == 0;
 }
 
 /// ASCII case-insensitive comparison of two strings.
@@ -289,6 +305,27 @@ test "ListIterator: members trimmed, empties skipped" {
     try std.testing.expectEqualStrings("chunked", it.next().?);
     try std.testing.expectEqualStrings("x", it.next().?);
     try std.testing.expectEqual(@as(?[]const u8, null), it.next());
+}
+
+test "eqlLower: every length up to 24 against a bytewise reference" {
+    const letters = "content-length-0123456789xyz";
+    inline for (0..25) |len| {
+        const lower = letters[0..len];
+        var text: [len]u8 = lower.*;
+        try std.testing.expect(eqlLower(&text, lower));
+        for (0..len) |i| {
+            // The upper-case letter matches; any other change does not. (Flipping 0x20 of a
+            // digit or '-' would make a control byte, which the parser has rejected.)
+            for ([_]u8{ 0x20, 0x01, 0x40, 0x80 }) |flip| {
+                if (flip == 0x20 and !std.ascii.isAlphabetic(text[i])) continue;
+                text[i] ^= flip;
+                const same = std.ascii.toLower(text[i]) == lower[i];
+                try std.testing.expectEqual(same, eqlLower(&text, lower));
+                text[i] ^= flip;
+            }
+        }
+        if (len > 0) try std.testing.expect(!eqlLower(text[0 .. len - 1], lower));
+    }
 }
 
 test "eqlLower" {

@@ -7,6 +7,7 @@ pub const ChunkedDecoder = @import("http1/ChunkedDecoder.zig");
 pub const ResponseHead = @import("http1/ResponseHead.zig");
 pub const scan = @import("http1/scan.zig");
 pub const status_line = @import("http1/status_line.zig");
+pub const copy = @import("http1/copy.zig");
 
 test {
     std.testing.refAllDecls(@This());

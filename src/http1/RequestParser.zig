@@ -172,16 +172,10 @@ pub fn feed(parser: *RequestParser, bytes: []const u8) Error!Progress {
         if (try parser.parseRequestLine(bytes) == .need_more) return .need_more;
         assert(parser.state == .fields);
     }
-    while (true) {
-        switch (try parser.parseFieldLine(bytes)) {
-            .need_more => {
-                if (bytes.len - parser.line_start > parser.limits.header_bytes_max)
-                    return error.HeaderSectionTooLarge;
-                return .need_more;
-            },
-            .field => continue,
-            .end => break,
-        }
+    if (try parser.parseFields(bytes) == .need_more) {
+        if (bytes.len - parser.line_start > parser.limits.header_bytes_max)
+            return error.HeaderSectionTooLarge;
+        return .need_more;
     }
     try parser.finish();
     parser.state = .complete;
@@ -214,20 +208,18 @@ fn parseRequestLine(parser: *RequestParser, bytes: []const u8) Error!Progress {
 
 /// Parses `method SP target SP version CRLF` at the start of `line`; returns its length.
 fn requestLineLength(parser: *RequestParser, line: []const u8) (Error || error{NeedMore})!usize {
-    // Method: a token, then one SP.
-    var i: usize = 0;
-    while (i < line.len and scan.token_table[line[i]]) i += 1;
-    if (i == line.len) return error.NeedMore;
-    if (line[i] != ' ') return if (i == 0 and line[0] == '\n')
-        error.BareLineFeed
+    // Method: a token, then one SP. "GET " is nearly every request: one 4-byte compare.
+    const known_method: ?http.Method, const method_len: usize = if (line.len >= 4 and
+        std.mem.readInt(u32, line[0..4], .little) == std.mem.readInt(u32, "GET ", .little))
+        .{ .GET, 3 }
     else
-        error.InvalidMethod;
-    if (i == 0) return error.InvalidMethod;
-    const method_token = line[0..i];
+        .{ null, try methodLength(line) };
+    const method_token = line[0..method_len];
 
     // Target: everything up to the next byte that cannot be in a target, which must be SP.
-    const target_start = i + 1;
-    const target_end = scan.findTargetEnd(line, target_start) orelse return error.NeedMore;
+    const target_start = method_len + 1;
+    const target_scan = scan.findTarget(line, target_start) orelse return error.NeedMore;
+    const target_end = target_scan.end;
     if (line[target_end] != ' ') return switch (line[target_end]) {
         '\r', '\n' => error.InvalidRequestLine, // HTTP/0.9 form or missing version
         else => error.InvalidTarget,
@@ -244,38 +236,66 @@ fn requestLineLength(parser: *RequestParser, line: []const u8) (Error || error{N
         if (!std.mem.eql(u8, have[0..prefix.len], prefix)) return error.InvalidVersion;
         return error.NeedMore;
     }
-    const version = try parseVersion(line[v..][0..8]);
-    if (line[v + 8] != '\r') return if (line[v + 8] == '\n')
-        error.BareLineFeed
-    else
-        error.InvalidVersion;
-    if (line[v + 9] != '\n') return error.BareCarriageReturn;
+    const version = try parseVersion(line[v..][0..10]);
 
-    const method = http.Method.parse(method_token) orelse return error.MethodNotImplemented;
+    const method = known_method orelse
+        http.Method.parse(method_token) orelse return error.MethodNotImplemented;
     parser.head.method = method;
     parser.head.version = version;
     parser.head.target = target;
-    try parser.splitTarget(method, target);
+    if (target[0] == '/') { // origin-form
+        const head = &parser.head;
+        if (target_scan.query) |q| {
+            head.path = line[target_start..q];
+            head.query = line[q + 1 .. target_end];
+        } else {
+            head.path = target;
+            head.query = "";
+        }
+    } else {
+        try parser.splitTarget(method, target);
+    }
     return v + 10;
 }
 
-fn parseVersion(text: *const [8]u8) Error!http.Version {
-    if (std.mem.eql(u8, text, "HTTP/1.1")) return .http11;
-    if (std.mem.eql(u8, text, "HTTP/1.0")) return .http10;
-    const well_formed = std.mem.eql(u8, text[0..5], "HTTP/") and std.ascii.isDigit(text[5]) and
-        text[6] == '.' and std.ascii.isDigit(text[7]);
-    return if (well_formed) error.VersionNotSupported else error.InvalidVersion;
+/// Length of the method token at the start of `line`, which must be followed by SP.
+fn methodLength(line: []const u8) (Error || error{NeedMore})!usize {
+    var i: usize = 0;
+    while (i < line.len and scan.token_table[line[i]]) i += 1;
+    if (i == line.len) return error.NeedMore;
+    if (line[i] != ' ') return if (i == 0 and line[0] == '\n')
+        error.BareLineFeed
+    else
+        error.InvalidMethod;
+    if (i == 0) return error.InvalidMethod;
+    return i;
 }
 
-/// Splits the target into path and query by its form (RFC 9112 §3.2).
+/// Parses "HTTP/1.1\r\n" or "HTTP/1.0\r\n": two integer compares in the common case.
+fn parseVersion(text: *const [10]u8) Error!http.Version {
+    const name = std.mem.readInt(u64, text[0..8], .little);
+    if (std.mem.readInt(u16, text[8..10], .little) == std.mem.readInt(u16, "\r\n", .little)) {
+        if (name == std.mem.readInt(u64, "HTTP/1.1", .little)) return .http11;
+        if (name == std.mem.readInt(u64, "HTTP/1.0", .little)) return .http10;
+    }
+    const version: http.Version = if (std.mem.eql(u8, text[0..8], "HTTP/1.1"))
+        .http11
+    else if (std.mem.eql(u8, text[0..8], "HTTP/1.0"))
+        .http10
+    else {
+        const well_formed = std.mem.eql(u8, text[0..5], "HTTP/") and std.ascii.isDigit(text[5]) and
+            text[6] == '.' and std.ascii.isDigit(text[7]);
+        return if (well_formed) error.VersionNotSupported else error.InvalidVersion;
+    };
+    if (text[8] != '\r') return if (text[8] == '\n') error.BareLineFeed else error.InvalidVersion;
+    if (text[9] != '\n') return error.BareCarriageReturn;
+    return version;
+}
+
+/// Splits an asterisk-, authority- or absolute-form target into path and query (RFC 9112 §3.2).
 fn splitTarget(parser: *RequestParser, method: http.Method, target: []const u8) Error!void {
     const head = &parser.head;
-    if (target[0] == '/') { // origin-form
-        const q = std.mem.findScalar(u8, target, '?');
-        head.path = if (q) |p| target[0..p] else target;
-        head.query = if (q) |p| target[p + 1 ..] else "";
-        return;
-    }
+    assert(target[0] != '/'); // origin-form is split by `requestLineLength`
     if (method == .OPTIONS and target.len == 1 and target[0] == '*') { // asterisk-form
         head.path = target;
         return;
@@ -303,71 +323,99 @@ fn splitTarget(parser: *RequestParser, method: http.Method, target: []const u8) 
     head.query = if (q) |p| path_and_query[p + 1 ..] else "";
 }
 
-const FieldProgress = enum { need_more, field, end };
-
-fn parseFieldLine(parser: *RequestParser, bytes: []const u8) Error!FieldProgress {
-    const start: usize = parser.offset;
-    if (start >= bytes.len) return .need_more;
-    switch (bytes[start]) {
-        '\r' => {
-            if (start + 1 >= bytes.len) return .need_more;
-            if (bytes[start + 1] != '\n') return error.BareCarriageReturn;
-            parser.offset = @intCast(start + 2);
-            if (parser.offset - parser.line_start > parser.limits.header_bytes_max)
-                return error.HeaderSectionTooLarge;
-            return .end;
-        },
-        '\n' => return error.BareLineFeed,
-        ' ', '\t' => return error.ObsoleteLineFolding,
-        else => {},
+/// Parses field lines up to the empty line that ends the head. `offset` and `head.headers`
+/// advance a whole line at a time, so a head cut anywhere resumes at the line it cut; while
+/// the loop runs they live in registers.
+fn parseFields(parser: *RequestParser, bytes: []const u8) Error!Progress {
+    const storage = parser.header_storage;
+    var count = parser.head.headers.len;
+    var start: usize = parser.offset;
+    defer {
+        parser.offset = @intCast(start);
+        parser.head.headers = storage[0..count];
     }
-    const i = scan.findNameEnd(bytes, start);
-    if (i == bytes.len) return .need_more;
-    switch (bytes[i]) {
-        ':' => if (i == start) return error.InvalidHeaderName,
-        ' ', '\t' => return error.WhitespaceBeforeColon,
-        '\r' => return error.InvalidHeaderName,
-        '\n' => return error.BareLineFeed,
-        else => return error.InvalidHeaderName,
+    while (true) {
+        if (start >= bytes.len) return .need_more;
+        switch (bytes[start]) {
+            '\r' => {
+                if (start + 1 >= bytes.len) return .need_more;
+                if (bytes[start + 1] != '\n') return error.BareCarriageReturn;
+                start += 2;
+                if (start - parser.line_start > parser.limits.header_bytes_max)
+                    return error.HeaderSectionTooLarge;
+                return .complete;
+            },
+            '\n' => return error.BareLineFeed,
+            ' ', '\t' => return error.ObsoleteLineFolding,
+            else => {},
+        }
+        const i = scan.findNameEnd(bytes, start);
+        if (i == bytes.len) return .need_more;
+        switch (bytes[i]) {
+            ':' => if (i == start) return error.InvalidHeaderName,
+            ' ', '\t' => return error.WhitespaceBeforeColon,
+            '\r' => return error.InvalidHeaderName,
+            '\n' => return error.BareLineFeed,
+            else => return error.InvalidHeaderName,
+        }
+        const name = bytes[start..i];
+        // The line's end first: then trimming the value's whitespace needs no bounds checks.
+        const stop = scan.findValueEnd(bytes, i + 1);
+        if (stop == bytes.len) return .need_more;
+        switch (bytes[stop]) {
+            '\r' => {
+                if (stop + 1 >= bytes.len) return .need_more;
+                if (bytes[stop + 1] != '\n') return error.BareCarriageReturn;
+            },
+            '\n' => return error.BareLineFeed,
+            else => return error.InvalidHeaderValue,
+        }
+        // Optional whitespace around the value (RFC 9112 §5.1): nearly always one SP before
+        // it and none after, which one test settles (`bytes[stop]` is the CR, and
+        // `bytes[stop - 1]` at worst the colon).
+        var value_start = i + 1 + @intFromBool(bytes[i + 1] == ' ');
+        var value_end = stop;
+        if (isWhitespace(bytes[value_start]) or isWhitespace(bytes[stop - 1])) {
+            while (value_start < stop and isWhitespace(bytes[value_start])) value_start += 1;
+            while (value_end > value_start and isWhitespace(bytes[value_end - 1])) value_end -= 1;
+        }
+        // The head's size is checked when its end is found, or by `feed` while it is incomplete.
+        if (count == storage.len) return error.TooManyHeaders;
+        storage[count] = .{ .name = name, .value = bytes[value_start..value_end] };
+        count += 1;
+        try parser.noteField(bytes, name, value_start, value_end);
+        start = stop + 2;
     }
-    const name = bytes[start..i];
-    // The line's end first: then trimming the value's whitespace needs no bounds checks.
-    const stop = scan.findValueEnd(bytes, i + 1) orelse return .need_more;
-    switch (bytes[stop]) {
-        '\r' => {
-            if (stop + 1 >= bytes.len) return .need_more;
-            if (bytes[stop + 1] != '\n') return error.BareCarriageReturn;
-        },
-        '\n' => return error.BareLineFeed,
-        else => return error.InvalidHeaderValue,
-    }
-    var value_start = i + 1;
-    while (value_start < stop and (bytes[value_start] == ' ' or bytes[value_start] == '\t'))
-        value_start += 1;
-    var value_end = stop;
-    while (value_end > value_start and (bytes[value_end - 1] == ' ' or bytes[value_end - 1] == '\t'))
-        value_end -= 1;
-    // The head's size is checked when its end is found, or by `feed` while it is incomplete.
-    const line_end = stop + 2;
-    const count = parser.head.headers.len;
-    if (count == parser.header_storage.len) return error.TooManyHeaders;
-    const value = bytes[value_start..value_end];
-    parser.header_storage[count] = .{ .name = name, .value = value };
-    parser.head.headers = parser.header_storage[0 .. count + 1];
-    try parser.noteField(name, value);
-    parser.offset = @intCast(line_end);
-    return .field;
 }
+
+inline fn isWhitespace(c: u8) bool {
+    return whitespace_table[c];
+}
+
+/// SP and HTAB, the optional whitespace around field values.
+const whitespace_table: [256]bool = blk: {
+    var table: [256]bool = @splat(false);
+    table[' '] = true;
+    table['\t'] = true;
+    break :blk table;
+};
 
 /// Records what the fields that affect framing and the connection say (one pass). Inlined
 /// into the field loop: most names match none of its cases, and the call would cost more.
-inline fn noteField(parser: *RequestParser, name: []const u8, value: []const u8) Error!void {
+inline fn noteField(
+    parser: *RequestParser,
+    bytes: []const u8,
+    name: []const u8,
+    value_start: usize,
+    value_end: usize,
+) Error!void {
     const facts = &parser.facts;
+    const value = bytes[value_start..value_end];
     switch (name.len) {
         4 => if (http.eqlLower(name, "host")) {
             if (facts.host_count > 0) return error.DuplicateHost;
             facts.host_count = 1;
-            try validateHost(value);
+            try validateHostIn(bytes, value_start, value_end);
             // An absolute-form target's authority wins over Host (RFC 9112 §3.2.2).
             if (parser.head.host == null) parser.head.host = value;
         },
@@ -448,19 +496,35 @@ fn validateHost(value: []const u8) Error!void {
         return validatePort(value[close + 1 ..]);
     }
     var i: usize = 0;
-    while (i < value.len and host_table[value[i]]) i += 1;
+    while (i < value.len and scan.host_table[value[i]]) i += 1;
     return validatePort(value[i..]);
 }
 
-/// reg-name and IPv4address bytes: unreserved, sub-delims and '%' (RFC 3986 §3.2.2).
-const host_table: [256]bool = blk: {
-    var table: [256]bool = @splat(false);
-    for ("-._~%!$&'()*+,;=") |c| table[c] = true;
-    for ('0'..'9' + 1) |c| table[c] = true;
-    for ('a'..'z' + 1) |c| table[c] = true;
-    for ('A'..'Z' + 1) |c| table[c] = true;
-    break :blk table;
-};
+/// `validateHost` for a Host value at `bytes[start..end]`. A value of up to 16 bytes is
+/// classified with one vector load from `bytes` (neighbouring bytes are loaded and ignored):
+/// reg-name bytes up to an optional ':' and at most five digits. Anything else (an IP literal,
+/// a longer value, an error) takes the byte loop of `validateHost`, which decides.
+inline fn validateHostIn(bytes: []const u8, start: usize, end: usize) Error!void {
+    const len = end - start;
+    if (len == 0) return; // an empty Host is allowed (RFC 9112 §3.2)
+    if (len <= 16 and bytes.len >= 16) {
+        // A window that holds the value: from its start, or the last 16 bytes of `bytes`.
+        const base = @min(start, bytes.len - 16);
+        const shift: u4 = @intCast(start - base);
+        const chunk: @Vector(16, u8) = bytes[base..][0..16].*;
+        const in_value: u16 = @truncate((@as(u32, 1) << @intCast(len)) - 1);
+        const not_host = ~(scan.hostLanes(chunk) >> shift) & in_value;
+        if (not_host == 0) return; // a reg-name or IPv4 address without a port
+        const colon = @ctz(not_host);
+        if (bytes[start + colon] == ':') {
+            const port_lanes = in_value & ~((@as(u32, 2) << colon) - 1);
+            const port_ok = port_lanes & ~(scan.digitLanes(chunk) >> shift) == 0;
+            if (port_ok and len - colon - 1 <= 5) return;
+            return error.InvalidHost;
+        }
+    }
+    return validateHost(bytes[start..end]);
+}
 
 fn validatePort(rest: []const u8) Error!void {
     if (rest.len == 0) return;
@@ -551,6 +615,42 @@ pub fn message(err: Error) []const u8 {
         error.UnsupportedTransferEncoding => "transfer coding not implemented",
         error.UnsupportedExpectation => "only 100-continue is supported in Expect",
     };
+}
+
+test "validateHostIn: agrees with validateHost for every value, offset and buffer end" {
+    const values = [_][]const u8{
+        "",                   "a",                "127.0.0.1:8080",   "shop.example.com",
+        "shop.example.com:1", "localhost:",       "a:65535",          "a:123456",
+        "a:1:2",              ":80",              ":",                "a b",
+        "u@a",                "a/b",              "a?b",              "a#b",
+        "a:80x",              "a:8 0",            "[::1]:8080",       "[::1]",
+        "[::1]x",             "[",                "a[b]",             "x.example.org:8001",
+        "~!$&'()*+,;=%-._",   "A-Z.a-z_0-9~:0",   "a\x80",            "a\\b",
+        "a\"b",               "a<b>",             "a^b",              "a`b",
+        "a{b}",               "a|b",              "a\x7f",            "sixteen-bytes.ab",
+        "seventeen-bytes.a",  "sixteen-bytes:12", "fifteen-byte:123", "fifteen-byte:1234",
+    };
+    var buffer: [48]u8 = undefined;
+    for (values) |value| {
+        const expected = validateHost(value);
+        for (0..buffer.len - value.len + 1) |start| {
+            const end = start + value.len;
+            const ends = [_]usize{ end, @min(end + 1, buffer.len), @min(end + 7, buffer.len), 48 };
+            for (ends) |buffer_end| {
+                for ([_]u8{ '\r', ':', '1', 'a' }) |filler| {
+                    @memset(&buffer, filler);
+                    @memcpy(buffer[start..end], value);
+                    const result = validateHostIn(buffer[0..buffer_end], start, end);
+                    std.testing.expectEqual(expected, result) catch |err| {
+                        std.debug.print("value \"{f}\" at {d}, buffer end {d}\n", .{
+                            std.zig.fmtString(value), start, buffer_end,
+                        });
+                        return err;
+                    };
+                }
+            }
+        }
+    }
 }
 
 test {

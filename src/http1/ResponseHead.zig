@@ -6,11 +6,13 @@ const assert = std.debug.assert;
 const http = @import("../http.zig");
 const status_line = @import("status_line.zig");
 const scan = @import("scan.zig");
+const copy = @import("copy.zig");
 
 const ResponseHead = @This();
 
 status: http.Status,
-/// The whole Date line, CRLF included (from `DateCache`), or "" to omit it (1xx responses).
+/// The whole Date line, CRLF included (from `DateCache`, `date_line_len` bytes), or "" to
+/// omit it (1xx responses).
 date_line: []const u8,
 /// Content-Type value, if any.
 content_type: ?[]const u8 = null,
@@ -41,6 +43,10 @@ pub const Connection = enum {
     upgrade,
 };
 
+/// Length of a Date line, "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n" (IMF-fixdate,
+/// RFC 9110 §5.6.7).
+pub const date_line_len = "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n".len;
+
 const content_type_name = "Content-Type: ";
 const content_length_name = "Content-Length: ";
 const chunked_line = "Transfer-Encoding: chunked\r\n";
@@ -68,45 +74,65 @@ pub fn len(head: *const ResponseHead) usize {
 }
 
 /// Writes the head into `buffer`; returns the bytes written. Asserts `buffer` holds `len()`.
+/// Fixed strings are stored whole and short ones copied inline (`copy.short`): most heads
+/// are written without a call.
 pub fn write(head: *const ResponseHead, buffer: []u8) []u8 {
-    const total = head.len();
-    assert(buffer.len >= total);
+    if (std.debug.runtime_safety) assert(buffer.len >= head.len());
+    const out = buffer.ptr;
     var i: usize = 0;
-    i = put(buffer, i, status_line.get(head.status));
-    i = put(buffer, i, head.date_line);
+    if (head.date_line.len == date_line_len) {
+        // The head is longer than a padded status line: one fixed copy of the line, the date
+        // over its padding.
+        comptime assert(status_line.len_min + date_line_len + "\r\n".len >= status_line.padded_len);
+        const line = status_line.padded(head.status);
+        out[0..status_line.padded_len].* = line.bytes;
+        i = line.len;
+        out[i..][0..date_line_len].* = head.date_line[0..date_line_len].*;
+        i += date_line_len;
+    } else {
+        i = put(out, i, status_line.get(head.status));
+        i = put(out, i, head.date_line);
+    }
     if (head.content_type) |value| {
-        i = put(buffer, i, content_type_name);
-        i = put(buffer, i, value);
-        i = put(buffer, i, "\r\n");
+        i = putLiteral(out, i, content_type_name);
+        i = put(out, i, value);
+        i = putLiteral(out, i, "\r\n");
     }
     switch (head.framing) {
         .length => |length| {
-            i = put(buffer, i, content_length_name);
-            i += formatDecimal(buffer[i..], length);
-            i = put(buffer, i, "\r\n");
+            i = putLiteral(out, i, content_length_name);
+            const digits = decimalLength(length);
+            writeDigits(out[i..][0..digits], length);
+            i += digits;
+            i = putLiteral(out, i, "\r\n");
         },
-        .chunked => i = put(buffer, i, chunked_line),
+        .chunked => i = putLiteral(out, i, chunked_line),
         .none => {},
     }
     switch (head.connection) {
         .default => {},
-        .close => i = put(buffer, i, close_line),
-        .keep_alive => i = put(buffer, i, keep_alive_line),
-        .upgrade => i = put(buffer, i, upgrade_line),
+        .close => i = putLiteral(out, i, close_line),
+        .keep_alive => i = putLiteral(out, i, keep_alive_line),
+        .upgrade => i = putLiteral(out, i, upgrade_line),
     }
     for (head.headers) |header| {
-        i = put(buffer, i, header.name);
-        i = put(buffer, i, ": ");
-        i = put(buffer, i, header.value);
-        i = put(buffer, i, "\r\n");
+        i = put(out, i, header.name);
+        i = putLiteral(out, i, ": ");
+        i = put(out, i, header.value);
+        i = putLiteral(out, i, "\r\n");
     }
-    i = put(buffer, i, "\r\n");
-    assert(i == total);
+    i = putLiteral(out, i, "\r\n");
+    if (std.debug.runtime_safety) assert(i == head.len());
     return buffer[0..i];
 }
 
-inline fn put(buffer: []u8, index: usize, bytes: []const u8) usize {
-    @memcpy(buffer[index..][0..bytes.len], bytes);
+inline fn put(out: [*]u8, index: usize, bytes: []const u8) usize {
+    copy.short(out + index, bytes);
+    return index + bytes.len;
+}
+
+inline fn putLiteral(out: [*]u8, index: usize, comptime bytes: []const u8) usize {
+    out[index..][0..bytes.len].* = bytes[0..bytes.len].*;
     return index + bytes.len;
 }
 
@@ -114,21 +140,39 @@ inline fn put(buffer: []u8, index: usize, bytes: []const u8) usize {
 pub fn decimalLength(value: u64) usize {
     var n: usize = 1;
     var v = value;
-    while (v >= 10) : (v /= 10) n += 1;
+    while (v >= 100) : (v /= 100) n += 2;
+    return n + @intFromBool(v >= 10);
+}
+
+/// "00" to "99": two digits per division.
+const digit_pairs: [100][2]u8 = blk: {
+    var pairs: [100][2]u8 = undefined;
+    for (&pairs, 0..) |*pair, i| pair.* = .{ '0' + i / 10, '0' + i % 10 };
+    break :blk pairs;
+};
+
+/// Writes `value` in decimal at the start of `buffer`; returns the digit count.
+/// Asserts `buffer` holds `decimalLength(value)` bytes.
+pub fn formatDecimal(buffer: []u8, value: u64) usize {
+    const n = decimalLength(value);
+    writeDigits(buffer[0..n], value);
     return n;
 }
 
-/// Writes `value` in decimal at the start of `buffer`; returns the digit count.
-pub fn formatDecimal(buffer: []u8, value: u64) usize {
-    const n = decimalLength(value);
+/// Writes `value` in decimal into exactly `digits` (`decimalLength(value)` bytes).
+inline fn writeDigits(digits: []u8, value: u64) void {
+    assert(digits.len == decimalLength(value));
     var v = value;
-    var i = n;
-    while (i > 0) {
-        i -= 1;
-        buffer[i] = @intCast('0' + v % 10);
-        v /= 10;
+    var i = digits.len;
+    while (v >= 100) : (v /= 100) {
+        i -= 2;
+        digits[i..][0..2].* = digit_pairs[v % 100];
     }
-    return n;
+    if (v >= 10) {
+        digits[0..2].* = digit_pairs[v];
+    } else {
+        digits[0] = @intCast('0' + v);
+    }
 }
 
 /// Checks a handler-supplied field: the name must be a token and the value may not hold CR,
@@ -170,12 +214,44 @@ test "ResponseHead: chunked, close, keep-alive and no framing" {
     );
 }
 
+test "ResponseHead: every status, field lengths around the copy sizes, exactly sized buffer" {
+    const date = "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n";
+    const filler = "abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0123456789";
+    var expected: [512]u8 = undefined;
+    var buffer: [512]u8 = undefined;
+    for (100..600) |code| {
+        const status: http.Status = @fromBackingInt(@intCast(code));
+        for ([_]usize{ 0, 1, 3, 4, 7, 8, 15, 16, 31, 32, 33, 63, 64, 65, 70 }) |n| {
+            const value = filler[0..n];
+            const head: ResponseHead = .{
+                .status = status,
+                .date_line = if (n % 2 == 0) date else "",
+                .content_type = value,
+                .framing = .{ .length = n * 1000 + code },
+                .connection = .keep_alive,
+                .headers = &.{.{ .name = filler[0 .. n / 2 + 1], .value = value }},
+            };
+            const want = try std.mem.print(&expected, "{s}{s}Content-Type: {s}\r\nContent-Length: {d}\r\n" ++
+                "Connection: keep-alive\r\n{s}: {s}\r\n\r\n", .{
+                status_line.get(status), head.date_line, value, n * 1000 + code, filler[0 .. n / 2 + 1], value,
+            });
+            try std.testing.expectEqual(want.len, head.len());
+            @memset(&buffer, '#');
+            const written = head.write(buffer[1..][0..want.len]);
+            try std.testing.expectEqualStrings(want, written);
+            try std.testing.expectEqual(@as(u8, '#'), buffer[0]);
+            try std.testing.expectEqual(@as(u8, '#'), buffer[want.len + 1]);
+        }
+    }
+}
+
 test "formatDecimal and decimalLength" {
     var buffer: [20]u8 = undefined;
-    for ([_]u64{ 0, 9, 10, 99, 100, 12345, std.math.maxInt(u64) }) |value| {
+    for ([_]u64{ 0, 9, 10, 99, 100, 101, 999, 1000, 12345, 99999, 100000, std.math.maxInt(u64) }) |value| {
         const n = formatDecimal(&buffer, value);
         var expected: [20]u8 = undefined;
         try std.testing.expectEqualStrings(try std.mem.print(&expected, "{d}", .{value}), buffer[0..n]);
+        try std.testing.expectEqual(n, decimalLength(value));
     }
 }
 

@@ -18,6 +18,8 @@ const Expected = struct {
     keep_alive: bool = true,
     expect_continue: bool = false,
     upgrade: ?[]const u8 = null,
+    /// When not empty, the field values in order, whitespace trimmed.
+    values: []const []const u8 = &.{},
     /// Bytes of input after the head (a body or a pipelined request), not part of the head.
     trailing: usize = 0,
 };
@@ -138,9 +140,44 @@ const valid_cases = [_]Case{
         .host = "[::1]:8080",
     } } },
     .{ .bytes = "GET / HTTP/1.1\r\nHost:\r\n\r\n", .outcome = .{ .ok = .{ .host = "" } } },
+    // Whitespace around values in every arrangement: none, SP, HTAB, several, only whitespace.
+    .{ .bytes = "GET / HTTP/1.1\r\nHost: a\r\nA:x\r\nB: x \r\nC:\tx\t\r\nD:  \t x y\t \r\nE: \r\nF:\t\r\nG:   \r\n\r\n", .outcome = .{ .ok = .{
+        .values = &.{ "a", "x", "x", "x", "x y", "", "", "" },
+    } } },
+    .{ .bytes = "GET / HTTP/1.1\r\nHost:a\r\nX-1: \xff \r\nX-2:\t\t\xa0\r\n\r\n", .outcome = .{ .ok = .{
+        .values = &.{ "a", "\xff", "\xa0" },
+    } } },
+    // What load generators send; a Host of 16 bytes and one over, with and without a port.
+    .{ .bytes = "GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n", .outcome = .{ .ok = .{ .host = "127.0.0.1:8080" } } },
+    .{ .bytes = "GET / HTTP/1.1\r\nHost: shop.example.com\r\n\r\n", .outcome = .{ .ok = .{ .host = "shop.example.com" } } },
+    .{ .bytes = "GET / HTTP/1.1\r\nHost: shop.example.com:443\r\n\r\n", .outcome = .{ .ok = .{ .host = "shop.example.com:443" } } },
+    .{ .bytes = "GET / HTTP/1.1\r\nHost: a:\r\n\r\n", .outcome = .{ .ok = .{ .host = "a:" } } },
+    .{ .bytes = "GET / HTTP/1.1\r\nHost: a.b:65535 \r\n\r\n", .outcome = .{ .ok = .{ .host = "a.b:65535" } } },
+    .{ .bytes = "POST /search?q=1 HTTP/1.0\r\n\r\n", .outcome = .{ .ok = .{
+        .method = .POST,
+        .path = "/search",
+        .query = "q=1",
+        .version = .http10,
+        .keep_alive = false,
+    } } },
+    .{ .bytes = "GET /?a HTTP/1.1\r\nHost: a\r\n\r\n", .outcome = .{ .ok = .{ .query = "a" } } },
+    .{ .bytes = "PATCH /p HTTP/1.1\r\nHost: a\r\n\r\n", .outcome = .{ .ok = .{ .method = .PATCH, .path = "/p" } } },
 };
 
 const invalid_cases = [_]Case{
+    .{ .bytes = "GETX / HTTP/1.1\r\nHost: a\r\n\r\n", .outcome = .{ .err = error.MethodNotImplemented } },
+    .{ .bytes = "GE / HTTP/1.1\r\nHost: a\r\n\r\n", .outcome = .{ .err = error.MethodNotImplemented } },
+    .{ .bytes = "GET\t/ HTTP/1.1\r\nHost: a\r\n\r\n", .outcome = .{ .err = error.InvalidMethod } },
+    .{ .bytes = "GET / HTTP/2.0\nHost: a\r\n\r\n", .outcome = .{ .err = error.VersionNotSupported } },
+    .{ .bytes = "GET / HTTP/1.0\nHost: a\r\n\r\n", .outcome = .{ .err = error.BareLineFeed } },
+    .{ .bytes = "GET / HTTP/1.0\r\rHost: a\r\n\r\n", .outcome = .{ .err = error.BareCarriageReturn } },
+    .{ .bytes = "GET / HTTP/1.1x\nHost: a\r\n\r\n", .outcome = .{ .err = error.InvalidVersion } },
+    .{ .bytes = "GET / HTTP/1.10\r\nHost: a\r\n\r\n", .outcome = .{ .err = error.InvalidVersion } },
+    .{ .bytes = "GET / HTTP/1.1\r\nHost: a:123456\r\n\r\n", .outcome = .{ .err = error.InvalidHost } },
+    .{ .bytes = "GET / HTTP/1.1\r\nHost: a:1:2\r\n\r\n", .outcome = .{ .err = error.InvalidHost } },
+    .{ .bytes = "GET / HTTP/1.1\r\nHost: [::1]x\r\n\r\n", .outcome = .{ .err = error.InvalidHost } },
+    .{ .bytes = "GET / HTTP/1.1\r\nHost: 127.0.0.1:80a0\r\n\r\n", .outcome = .{ .err = error.InvalidHost } },
+    .{ .bytes = "GET / HTTP/1.1\r\nHost: shop.example.co@m\r\n\r\n", .outcome = .{ .err = error.InvalidHost } },
     .{ .bytes = "get / HTTP/1.1\r\nHost: a\r\n\r\n", .outcome = .{ .err = error.MethodNotImplemented } },
     .{ .bytes = "BREW /pot HTTP/1.1\r\nHost: a\r\n\r\n", .outcome = .{ .err = error.MethodNotImplemented } },
     .{ .bytes = "G(T / HTTP/1.1\r\nHost: a\r\n\r\n", .outcome = .{ .err = error.InvalidMethod } },
@@ -229,6 +266,11 @@ fn expectHead(expected: Expected, case_bytes: []const u8, parser: RequestParser)
     try testing.expectEqual(expected.keep_alive, head.keep_alive);
     try testing.expectEqual(expected.expect_continue, head.expect_continue);
     if (expected.upgrade) |u| try testing.expectEqualStrings(u, head.upgrade.?);
+    if (expected.values.len > 0) {
+        try testing.expectEqual(expected.values.len, head.headers.len);
+        for (expected.values, head.headers) |value, field|
+            try testing.expectEqualStrings(value, field.value);
+    }
     try testing.expectEqual(case_bytes.len - expected.trailing, head.len);
 }
 
