@@ -52,7 +52,7 @@ thread_stack_bytes: u32 = 1024 * 1024,
 /// Requests served on one connection before it is closed (keep-alive bound).
 requests_per_connection_max: u32 = 100_000,
 
-// Request limits (answers in DESIGN.md §5).
+// Request limits (the answer to each is in README.md, Limits).
 
 /// Longest request line, CRLF included (414 beyond).
 request_line_bytes_max: u32 = 8 * 1024,

@@ -1317,7 +1317,7 @@ fn finishRequest(c: *Connection, x: *Exchange) void {
     c.read_deadline_ms = c.worker.now_ms + c.worker.config.header_timeout_ms;
 }
 
-/// Answers with an error status and closes (DESIGN.md §5).
+/// Answers with an error status and closes (see README.md, Limits).
 fn fail(c: *Connection, status: http.Status, message: []const u8) void {
     const x = c.exchange.?;
     c.close_after_send = true;

@@ -180,7 +180,8 @@ fn WebSocketDispatch(comptime Handler: type) type {
     };
 }
 
-/// A server for `Handler`: see DESIGN.md §1.
+/// A server for `Handler` (README.md, "A handler"): the handler is checked at compile time,
+/// and one value of it serves every engine thread.
 pub fn Server(comptime Handler: type) type {
     comptime checkHandler(Handler);
     comptime checkWebSocket(Handler);

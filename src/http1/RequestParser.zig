@@ -4,7 +4,7 @@
 //! so far; the parser resumes at the first line it has not finished. Every slice in `head`
 //! points into that buffer. Validation is strict: anything RFC 9112 lets a server reject, or
 //! that could frame a message two ways (request smuggling), is an error with its own name, and
-//! `status` maps each error to the answer in DESIGN.md §5.
+//! `status` maps each error to its answer (README.md, Limits and "What the HTTP/1 core does").
 const std = @import("std");
 const assert = std.debug.assert;
 const http = @import("../http.zig");
@@ -556,7 +556,7 @@ fn finish(parser: *RequestParser) Error!void {
     };
 }
 
-/// The response status for a parse error (DESIGN.md §5).
+/// The response status for a parse error (RFC 9112 and RFC 9110; README.md, Limits).
 pub fn status(err: Error) http.Status {
     return switch (err) {
         error.MethodNotImplemented, error.UnsupportedTransferEncoding => .not_implemented,
