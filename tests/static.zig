@@ -588,13 +588,18 @@ test "static: the access log is buffered and flushed within a second" {
     }
 }
 
-/// Runs the `saker` executable with `args`; returns its exit status and stderr.
+/// Runs the `saker` executable with `args`; returns its exit status and output. Fails with
+/// `error.Timeout` when it is silent for 30 s (and kills it).
 fn runCli(args: []const []const u8) !struct { term: std.process.Child.Term, stderr: []u8, stdout: []u8 } {
     var argv: std.ArrayList([]const u8) = .empty;
     defer argv.deinit(testing.allocator);
     try argv.append(testing.allocator, build_options.saker_exe);
     try argv.appendSlice(testing.allocator, args);
-    const result = try std.process.run(testing.allocator, testing.io, .{ .argv = argv.items });
+    // A server that starts when it should have refused would otherwise run forever.
+    const result = try std.process.run(testing.allocator, testing.io, .{
+        .argv = argv.items,
+        .timeout = .{ .duration = .{ .raw = .fromSeconds(30), .clock = .awake } },
+    });
     return .{ .term = result.term, .stderr = result.stderr, .stdout = result.stdout };
 }
 
@@ -640,6 +645,70 @@ test "saker CLI: bad input is one line on stderr and exit status 2" {
     defer testing.allocator.free(help.stderr);
     defer testing.allocator.free(help.stdout);
     try testing.expect(std.mem.find(u8, help.stdout, "saker serve [DIR]") != null);
+}
+
+/// A `saker serve` child process and the port it announced.
+const CliServer = struct {
+    child: std.process.Child,
+    port: u16,
+    reader: std.Io.File.Reader,
+    buffer: [4096]u8,
+
+    /// Spawns `saker serve ARGS...` (stdout piped) and reads the `listening on` line.
+    fn start(server: *CliServer, args: []const []const u8) !void {
+        const io = testing.io;
+        var argv: std.ArrayList([]const u8) = .empty;
+        defer argv.deinit(testing.allocator);
+        try argv.appendSlice(testing.allocator, &.{ build_options.saker_exe, "serve" });
+        try argv.appendSlice(testing.allocator, args);
+        server.child = try std.process.spawn(io, .{ .argv = argv.items, .stdout = .pipe, .stderr = .ignore });
+        errdefer server.child.kill(io);
+        server.reader = server.child.stdout.?.readerStreaming(io, &server.buffer);
+        const line = std.mem.trimEnd(u8, try server.reader.interface.takeDelimiterInclusive('\n'), "\n");
+        const prefix = "listening on http://127.0.0.1:";
+        if (!std.mem.startsWith(u8, line, prefix)) return error.UnexpectedFirstLine;
+        server.port = try std.fmt.parseInt(u16, line[prefix.len..], 10);
+    }
+
+    /// SIGINT, then the exit status.
+    fn stop(server: *CliServer) !std.process.Child.Term {
+        _ = linux.kill(server.child.id.?, linux.SIG.INT);
+        return server.child.wait(testing.io);
+    }
+};
+
+test "saker CLI: a port another saker listens on is in use (exit 2), also for the library" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    var first: CliServer = undefined;
+    try first.start(&.{ fixture.root_path, "--port", "0", "--access-log", "off" });
+    var stopped = false;
+    defer if (!stopped) first.child.kill(testing.io);
+    var port_text: [8]u8 = undefined;
+    const port = try std.mem.print(&port_text, "{d}", .{first.port});
+    for ([_][]const u8{ "epoll", "blocking" }) |engine_name| {
+        const result = try runCli(&.{ "serve", fixture.root_path, "--port", port, "--engine", engine_name });
+        defer testing.allocator.free(result.stderr);
+        defer testing.allocator.free(result.stdout);
+        errdefer std.debug.print("engine {s}: {any}\nstdout: {s}\nstderr: {s}\n", .{ engine_name, result.term, result.stdout, result.stderr });
+        try testing.expectEqual(std.process.Child.Term{ .exited = 2 }, result.term);
+        try testing.expectEqualStrings("", result.stdout); // never "listening on"
+        var expected: [128]u8 = undefined;
+        try testing.expectEqualStrings(try std.mem.print(&expected, "saker: error: port {s} on 127.0.0.1 is already in use\n", .{port}), result.stderr);
+    }
+    // The library's answer is a named error.
+    var files = try saker.StaticFiles.init(testing.allocator, .{ .root = fixture.root_path });
+    defer files.deinit();
+    for (engines) |kind| {
+        const config: saker.Config = .{ .host = "127.0.0.1", .port = first.port, .engine = kind, .workers = 2 };
+        try testing.expectError(error.AddressInUse, saker.Server(saker.StaticFiles).init(testing.allocator, &files, config));
+    }
+    // The first server still answers, and alone.
+    const response = try Client.fetch(testing.allocator, first.port, "GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    defer response.deinit(testing.allocator);
+    try expectStatus(response, 200);
+    stopped = true;
+    try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try first.stop());
 }
 
 test "saker serve: announces the port, serves, logs, and exits 0 on SIGINT" {
