@@ -502,6 +502,9 @@ test "static: precompressed variants by Accept-Encoding, with Vary" {
             .{ "Accept-Encoding: br;q=0, gzip;q=0\r\n", js_body, null },
             .{ "Accept-Encoding: identity\r\n", js_body, null },
             .{ "Accept-Encoding: *\r\n", "BROTLI-BYTES", "br" },
+            .{ "Accept-Encoding: gzip;q=0.1, identity\r\n", js_body, null },
+            .{ "Accept-Encoding: br;q=0.2, gzip;q=0.4, *;q=0.3\r\n", "GZIP-BYTES", "gzip" },
+            .{ "Accept-Encoding: identity;q=0\r\n", js_body, null },
         };
         var tags: [cases.len][64]u8 = undefined;
         for (cases, 0..) |case, i| {
