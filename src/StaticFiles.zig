@@ -103,8 +103,11 @@ pub const InitError = error{
     AccessDenied,
     /// `index` is not a plain file name.
     InvalidIndex,
-    /// `spa_fallback` does not name a file beneath the root.
+    /// `spa_fallback` is not a relative path that stays beneath the root.
     InvalidFallback,
+    /// `spa_fallback` names no regular file beneath the root (missing, a directory, a FIFO,
+    /// or a symlink leading out).
+    FallbackNotFound,
     /// `cache_control` holds a control character.
     InvalidCacheControl,
     /// openat2 is missing (Linux older than 5.6).
@@ -140,6 +143,7 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!StaticFiles {
         const resolved = url_path.resolve(with_slash, spa_buffer) catch return error.InvalidFallback;
         if (resolved.relative.len == 0) return error.InvalidFallback;
         spa_relative = resolved.relative;
+        try checkFallback(gpa, root_fd, resolved.relative);
     }
 
     var cache_options = options.cache;
@@ -189,6 +193,28 @@ fn checkOptions(options: Options) InitError!void {
     }
     if (options.cache_control) |value| if (!ResponseHead.validField("Cache-Control", value))
         return error.InvalidCacheControl;
+}
+
+/// A fallback must be a regular file beneath the root when the server starts: a typo would
+/// otherwise turn every missing path into a 404 without a word.
+fn checkFallback(gpa: std.mem.Allocator, root_fd: fs.fd_t, relative: []const u8) InitError!void {
+    const path = try gpa.dupeSentinel(u8, relative, 0);
+    defer gpa.free(path);
+    const fd = fs.openBeneath(root_fd, path, .{ .path_only = true }) catch |err| return switch (err) {
+        error.NotFound, error.OutsideRoot, error.NameTooLong => error.FallbackNotFound,
+        error.AccessDenied => error.AccessDenied,
+        error.SystemResources => error.SystemResources,
+        error.Unsupported => error.Unsupported,
+        error.Unexpected => error.Unexpected,
+    };
+    defer fs.close(fd);
+    const st = fs.stat(fd) catch |err| return switch (err) {
+        error.NotFound => error.FallbackNotFound,
+        error.AccessDenied => error.AccessDenied,
+        error.SystemResources => error.SystemResources,
+        error.Unexpected => error.Unexpected,
+    };
+    if (st.kind != .file) return error.FallbackNotFound;
 }
 
 /// Caps the per-worker cache so that cached fds of all workers take at most a quarter of the
@@ -567,6 +593,11 @@ test "StaticFiles.init: refuses a missing root, a file root and malformed option
     try std.testing.expectError(error.InvalidFallback, init(gpa, .{ .root = root, .spa_fallback = "../x" }));
     try std.testing.expectError(error.InvalidFallback, init(gpa, .{ .root = root, .spa_fallback = "/" }));
     try std.testing.expectError(error.InvalidCacheControl, init(gpa, .{ .root = root, .cache_control = "a\r\nb" }));
+    try tmp.dir.createDirPath(std.testing.io, "app");
+    try tmp.dir.writeFile(std.testing.io, .{ .sub_path = "index.html", .data = "<p>app</p>" });
+    try tmp.dir.symLink(std.testing.io, "../outside.html", "escape.html", .{});
+    for ([_][]const u8{ "nope.html", "app", "app/", "escape.html", "file.txt/x" }) |fallback|
+        try std.testing.expectError(error.FallbackNotFound, init(gpa, .{ .root = root, .spa_fallback = fallback }));
 
     var files = try init(gpa, .{ .root = root, .workers = 3, .spa_fallback = "./app/../index.html" });
     defer files.deinit();

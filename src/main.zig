@@ -125,6 +125,7 @@ fn serve(init: std.process.Init, args: *ServeArgs) !void {
             error.AccessDenied => fatal(io, "'{s}': permission denied", .{root}),
             error.InvalidIndex => fatal(io, "--index '{s}': must be a plain file name", .{args.static.index}),
             error.InvalidFallback => fatal(io, "--spa '{s}': must name a file inside the served directory", .{args.static.spa_fallback.?}),
+            error.FallbackNotFound => fatal(io, "--spa '{s}': no such file in '{s}'", .{ args.static.spa_fallback.?, root }),
             error.InvalidCacheControl => fatal(io, "--cache-control: control characters are not allowed", .{}),
             error.Unsupported => fatal(io, "this kernel lacks openat2 (Linux 5.6 or later is needed)", .{}),
             error.SystemResources, error.OutOfMemory => fatal(io, "out of memory or file descriptors", .{}),
