@@ -92,6 +92,8 @@ access_log: ?AccessLog,
 const WorkerState = struct {
     mutex: sync.Mutex = .{},
     cache: FileCache,
+    /// Seeded once at start-up: multipart boundaries cost no syscall.
+    random: std.Random.DefaultCsprng,
 };
 
 /// Why `init` failed.
@@ -153,7 +155,9 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!StaticFiles {
     var ready: usize = 0;
     errdefer for (states[0..ready]) |*state| state.cache.deinit();
     for (states) |*state| {
-        state.* = .{ .cache = try .init(root_fd, cache_options) };
+        var seed: [std.Random.DefaultCsprng.secret_seed_length]u8 = undefined;
+        try fs.randomBytes(&seed);
+        state.* = .{ .cache = try .init(root_fd, cache_options), .random = .init(seed) };
         ready += 1;
     }
     const access_log: ?AccessLog = if (options.access_log_fd) |fd|
@@ -421,7 +425,7 @@ fn serveFile(sf: *StaticFiles, state: *WorkerState, req: *Request, res: *Respons
                         return sendBody(req, res, chosen, span.first, span.len());
                     }
                     // Parts of an encoded variant would need per-part codings: send it whole.
-                    if (coding == null and try sf.sendMultipart(req, res, chosen, spans, tag)) return;
+                    if (coding == null and try sf.sendMultipart(state, req, res, chosen, spans)) return;
                 },
             }
         }
@@ -458,14 +462,26 @@ fn sendBody(req: *Request, res: *Response, entry: *FileCache.Entry, offset: u64,
     res.sendFile(.{ .fd = fd, .offset = offset, .len = len, .close_when_done = true });
 }
 
+/// The random part of a multipart boundary: 128 bits, so no file (not even one made to
+/// contain earlier boundaries) holds the next one, except by a 2^-128 chance per offset.
+pub const boundary_random_bytes = 16;
+
+/// A fresh multipart/byteranges boundary, "saker-" and 32 hex digits.
+fn multipartBoundary(random: *std.Random.DefaultCsprng) [6 + 2 * boundary_random_bytes]u8 {
+    var bytes: [boundary_random_bytes]u8 = undefined;
+    random.fill(&bytes);
+    return ("saker-" ++ std.fmt.bytesToHex(bytes, .lower)).*;
+}
+
 /// A multipart/byteranges body (RFC 9110 §14.6) built in memory. Returns false, sending
 /// nothing, when it would exceed `multipart_bytes_max` (the caller sends the whole file).
-fn sendMultipart(sf: *StaticFiles, req: *Request, res: *Response, entry: *FileCache.Entry, spans: []const range.Span, tag: []const u8) !bool {
+fn sendMultipart(sf: *StaticFiles, state: *WorkerState, req: *Request, res: *Response, entry: *FileCache.Entry, spans: []const range.Span) !bool {
     var total: u64 = 0;
     for (spans) |span| total += span.len();
     if (total > sf.options.multipart_bytes_max) return false;
     const media_type = res.content_type orelse mime.default_type;
-    const boundary = try std.fmt.allocPrint(req.arena, "saker-{x}", .{std.hash.Wyhash.hash(0, tag)});
+    const boundary_bytes = multipartBoundary(&state.random);
+    const boundary: []const u8 = &boundary_bytes;
     res.status = .partial_content;
     res.content_type = try std.fmt.allocPrint(req.arena, "multipart/byteranges; boundary={s}", .{boundary});
     const w = res.writer();
@@ -603,4 +619,17 @@ test "StaticFiles.init: refuses a missing root, a file root and malformed option
     defer files.deinit();
     try std.testing.expectEqualStrings("index.html", files.spa_relative.?);
     try std.testing.expectEqual(@as(usize, 3), files.states.len);
+}
+
+test "multipartBoundary: a fresh 128-bit boundary each time" {
+    var seed: [std.Random.DefaultCsprng.secret_seed_length]u8 = undefined;
+    try fs.randomBytes(&seed);
+    var random: std.Random.DefaultCsprng = .init(seed);
+    var seen: [64][38]u8 = undefined;
+    for (&seen, 0..) |*boundary, i| {
+        boundary.* = multipartBoundary(&random);
+        try std.testing.expect(std.mem.startsWith(u8, boundary, "saker-"));
+        for (boundary[6..]) |c| try std.testing.expect(std.ascii.isDigit(c) or (c >= 'a' and c <= 'f'));
+        for (seen[0..i]) |earlier| try std.testing.expect(!std.mem.eql(u8, &earlier, boundary));
+    }
 }
