@@ -335,6 +335,29 @@ test "static: dotfiles, no listing, custom index, Cache-Control, SPA fallback" {
         const cached = try running.get("/sub/a.txt");
         defer cached.deinit(testing.allocator);
         try testing.expectEqualStrings("public, max-age=60", cached.header("Cache-Control").?);
+        // 304s carry the validators, Vary and Cache-Control of the 200 (RFC 9110 §15.4.5).
+        const full = try running.request("GET", "/app.js", "Accept-Encoding: gzip\r\n");
+        defer full.deinit(testing.allocator);
+        try expectStatus(full, 200);
+        var buffer: [256]u8 = undefined;
+        const conditional = try std.mem.print(&buffer, "Accept-Encoding: gzip\r\nIf-None-Match: {s}\r\n", .{full.header("ETag").?});
+        for ([_][]const u8{ "GET", "HEAD" }) |method| {
+            const not_modified = try running.request(method, "/app.js", conditional);
+            defer not_modified.deinit(testing.allocator);
+            try expectStatus(not_modified, 304);
+            try testing.expectEqualStrings(full.header("ETag").?, not_modified.header("ETag").?);
+            try testing.expectEqualStrings(full.header("Last-Modified").?, not_modified.header("Last-Modified").?);
+            try testing.expectEqualStrings("Accept-Encoding", not_modified.header("Vary").?);
+            try testing.expectEqualStrings("public, max-age=60", not_modified.header("Cache-Control").?);
+            try testing.expectEqual(@as(?[]const u8, null), not_modified.header("Content-Encoding"));
+            try testing.expectEqual(@as(?[]const u8, null), not_modified.header("Content-Length"));
+        }
+        const by_date = try running.request("GET", "/sub/a.txt", try std.mem.print(&buffer, "If-Modified-Since: {s}\r\n", .{cached.header("Last-Modified").?}));
+        defer by_date.deinit(testing.allocator);
+        try expectStatus(by_date, 304);
+        try testing.expectEqualStrings(cached.header("ETag").?, by_date.header("ETag").?);
+        try testing.expectEqualStrings("public, max-age=60", by_date.header("Cache-Control").?);
+        try testing.expectEqual(@as(?[]const u8, null), by_date.header("Vary")); // no variants
         try expectFile(running, "/app/route/42", "<p>app shell</p>\n", "text/html; charset=utf-8");
         // Out-of-root links are still refused, never replaced by the fallback's content.
         try expectFile(running, "/escape", "<p>app shell</p>\n", "text/html; charset=utf-8");
@@ -490,6 +513,47 @@ test "static: ranges, If-Range, multipart, 416, and the end of a 100 MiB sparse 
         try testing.expectEqual(@as(usize, 600), middle.body.len);
         try testing.expectEqualStrings("THE-END\n", middle.body[592..]);
         try testing.expectEqual(@as(u8, 0), middle.body[0]);
+    }
+}
+
+/// Bytes that differ at every offset (a generator, not a pattern that repeats), so a part sent
+/// twice, skipped or out of order changes the hash.
+fn fillLarge(bytes: []u8) void {
+    var prng: std.Random.DefaultPrng = .init(0x5a4b_e12f);
+    prng.random().bytes(bytes);
+}
+
+test "static: a 24 MiB file arrives whole on every engine, sendfile resumed after a full socket" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    const size = 24 * 1024 * 1024;
+    const data = try testing.allocator.alloc(u8, size);
+    defer testing.allocator.free(data);
+    fillLarge(data);
+    try fixture.tmp.dir.writeFile(testing.io, .{ .sub_path = "root/large.bin", .data = data });
+    const expected_hash = std.hash.Wyhash.hash(0, data);
+    for (engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try Running.start(kind, fixture.root_path, .{});
+        defer running.stop();
+        var client = try Client.connect(running.port(), 30_000);
+        defer client.close();
+        for (0..2) |round| {
+            try client.send("GET /large.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+            // Not reading for a while lets the socket buffers fill (they hold a few MiB, not
+            // 24): the server's sendfile must stop part-way and resume when there is room.
+            if (round == 0) sleepMs(300);
+            const response = try client.readResponse(testing.allocator, .{});
+            defer response.deinit(testing.allocator);
+            try expectStatus(response, 200);
+            try testing.expectEqual(@as(usize, size), response.body.len);
+            try testing.expectEqual(expected_hash, std.hash.Wyhash.hash(0, response.body));
+        }
+        // The connection is still in step after the large bodies.
+        try client.send("GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+        const after = try client.readResponse(testing.allocator, .{});
+        defer after.deinit(testing.allocator);
+        try testing.expectEqualStrings("Hello, static world!\n", after.body);
     }
 }
 
@@ -666,6 +730,7 @@ const CliServer = struct {
     port: u16,
     reader: std.Io.File.Reader,
     buffer: [4096]u8,
+    stdout_rest: usize = 0,
 
     /// Spawns `saker serve ARGS...` (stdout piped) and reads the `listening on` line.
     fn start(server: *CliServer, args: []const []const u8) !void {
@@ -674,6 +739,7 @@ const CliServer = struct {
         defer argv.deinit(testing.allocator);
         try argv.appendSlice(testing.allocator, &.{ build_options.saker_exe, "serve" });
         try argv.appendSlice(testing.allocator, args);
+        server.stdout_rest = 0;
         server.child = try std.process.spawn(io, .{ .argv = argv.items, .stdout = .pipe, .stderr = .ignore });
         errdefer server.child.kill(io);
         server.reader = server.child.stdout.?.readerStreaming(io, &server.buffer);
@@ -683,9 +749,11 @@ const CliServer = struct {
         server.port = try std.fmt.parseInt(u16, line[prefix.len..], 10);
     }
 
-    /// SIGINT, then the exit status.
+    /// SIGINT, then the exit status; `stdout_rest` counts what it printed after the first
+    /// line.
     fn stop(server: *CliServer) !std.process.Child.Term {
         _ = linux.kill(server.child.id.?, linux.SIG.INT);
+        server.stdout_rest = try server.reader.interface.discardRemaining();
         return server.child.wait(testing.io);
     }
 };
@@ -722,6 +790,77 @@ test "saker CLI: a port another saker listens on is in use (exit 2), also for th
     try expectStatus(response, 200);
     stopped = true;
     try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try first.stop());
+}
+
+test "saker serve: --no-listing, --dotfiles, --index, --spa, --cache-control, --access-log FILE" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    const log_path = try std.fmt.allocPrint(testing.allocator, "{s}/../access.log", .{fixture.root_path});
+    defer testing.allocator.free(log_path);
+    var server: CliServer = undefined;
+    try server.start(&.{
+        fixture.root_path, "--port",          "0",                  "--no-listing",
+        "--dotfiles",      "--index",         "hello.txt",          "--spa",
+        "spa.html",        "--cache-control", "public, max-age=60", "--access-log",
+        log_path,
+    });
+    var stopped = false;
+    defer if (!stopped) server.child.kill(testing.io);
+    const cases = [_]struct { []const u8, u16, []const u8 }{
+        .{ "/.env", 200, "SECRET=1\n" }, // --dotfiles
+        .{ "/", 200, "Hello, static world!\n" }, // --index
+        .{ "/sub/", 403, "403 Forbidden: directory listing is off\n" }, // --no-listing
+        .{ "/no/such/page", 200, "<p>app shell</p>\n" }, // --spa
+        .{ "/sub/a.txt", 200, "alpha\n" },
+    };
+    for (cases) |case| {
+        errdefer std.debug.print("target {s}\n", .{case[0]});
+        var buffer: [256]u8 = undefined;
+        const request = try std.mem.print(&buffer, "GET {s} HTTP/1.1\r\nHost: t\r\nReferer: http://ref/\r\nUser-Agent: cli-test/1.0\r\n\r\n", .{case[0]});
+        const response = try Client.fetch(testing.allocator, server.port, request);
+        defer response.deinit(testing.allocator);
+        try expectStatus(response, case[1]);
+        try testing.expectEqualStrings(case[2], response.body);
+        if (case[1] == 200) try testing.expectEqualStrings("public, max-age=60", response.header("Cache-Control").?);
+    }
+    stopped = true;
+    try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try server.stop());
+    // Nothing on stdout but the first line: the log went to the file, flushed at exit.
+    try testing.expectEqual(@as(usize, 0), server.stdout_rest);
+
+    const log = try fixture.tmp.dir.readFileAlloc(testing.io, "access.log", testing.allocator, .limited(1 << 20));
+    defer testing.allocator.free(log);
+    // One line per request; workers keep buffers of their own, so lines of different workers
+    // need not be in request order.
+    try testing.expectEqual(cases.len, std.mem.countScalar(u8, log, '\n'));
+    for (cases) |case| {
+        var needle: [128]u8 = undefined;
+        const request_line = try std.mem.print(&needle, "\"GET {s} HTTP/1.1\"", .{case[0]});
+        var lines = std.mem.splitScalar(u8, std.mem.trimEnd(u8, log, "\n"), '\n');
+        const line = while (lines.next()) |line| {
+            if (std.mem.find(u8, line, request_line) != null) break line;
+        } else return error.AccessLogLineMissing;
+        errdefer std.debug.print("log line: {s}\n", .{line});
+        try expectCombinedLine(line, case[0], case[1], case[2].len);
+    }
+}
+
+/// `127.0.0.1 - - [22/Nov/2026:04:17:11 +0000] "GET TARGET HTTP/1.1" STATUS BYTES
+/// "http://ref/" "cli-test/1.0"`, with a well-formed date.
+fn expectCombinedLine(line: []const u8, target: []const u8, status: u16, bytes: usize) !void {
+    const prefix = "127.0.0.1 - - [";
+    try testing.expect(std.mem.startsWith(u8, line, prefix));
+    const date = line[prefix.len..][0..26];
+    const months = "JanFebMarAprMayJunJulAugSepOctNovDec";
+    try testing.expect(date[2] == '/' and date[6] == '/' and date[11] == ':' and date[14] == ':' and date[17] == ':');
+    try testing.expect(std.mem.find(u8, months, date[3..6]) != null);
+    for ([_]usize{ 0, 1, 7, 8, 9, 10, 12, 13, 15, 16, 18, 19 }) |i| try testing.expect(std.ascii.isDigit(date[i]));
+    try testing.expectEqualStrings(" +0000", date[20..26]);
+    var expected: [256]u8 = undefined;
+    try testing.expectEqualStrings(
+        try std.mem.print(&expected, "] \"GET {s} HTTP/1.1\" {d} {d} \"http://ref/\" \"cli-test/1.0\"", .{ target, status, bytes }),
+        line[prefix.len + 26 ..],
+    );
 }
 
 test "saker serve: announces the port, serves, logs, and exits 0 on SIGINT" {
