@@ -231,6 +231,7 @@ pub fn Server(comptime Handler: type) type {
                     .port = port_number,
                     .backlog = config.backlog,
                     .nonblocking = true,
+                    .unsent_bytes_max = config.unsent_bytes_max,
                 });
                 port_number = listener.port;
                 bound += 1;

@@ -54,6 +54,8 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
     var parsed: ServeArgs = .{ .config = .{} };
     // Small files are sent from memory together with their head: make room for them.
     parsed.config.send_buffer_bytes = 24 * 1024;
+    // Large files: keep at most 64 KiB unsent in the kernel per connection (see Config).
+    parsed.config.unsent_bytes_max = 64 * 1024;
     var directory: ?[]const u8 = null;
     var diagnostic: saker.cli.Diagnostic = .{};
     var index: usize = 0;

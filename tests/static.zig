@@ -92,7 +92,9 @@ const Running = struct {
 
     fn start(kind: saker.engine.Kind, root: []const u8, options: saker.StaticFiles.Options) !*Running {
         var config: saker.Config = .{ .host = "127.0.0.1", .port = 0, .engine = kind, .workers = 2 };
+        // As `saker serve` sets them.
         config.send_buffer_bytes = 24 * 1024;
+        config.unsent_bytes_max = 64 * 1024;
         var static = options;
         static.root = root;
         static.workers = saker.Server(saker.StaticFiles).workerCountFor(&config);

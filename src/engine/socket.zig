@@ -52,6 +52,8 @@ pub const ListenOptions = struct {
     nonblocking: bool,
     /// SO_REUSEPORT, so each worker can own a listener on the same port.
     reuse_port: bool = true,
+    /// TCP_NOTSENT_LOWAT for the connections accepted (`Config.unsent_bytes_max`); 0: unset.
+    unsent_bytes_max: u32 = 0,
 };
 
 fn mapListen(operation: []const u8, rc: usize) ListenError!usize {
@@ -124,6 +126,10 @@ pub fn listen(options: ListenOptions) ListenError!Listener {
     errdefer _ = linux.close(fd);
     try setOption(fd, linux.SOL.SOCKET, linux.SO.REUSEADDR, 1);
     if (options.reuse_port) try setOption(fd, linux.SOL.SOCKET, linux.SO.REUSEPORT, 1);
+    if (options.unsent_bytes_max > 0) {
+        const value: c_int = @intCast(@min(options.unsent_bytes_max, std.math.maxInt(c_int)));
+        try setOption(fd, linux.IPPROTO.TCP, linux.TCP.NOTSENT_LOWAT, value);
+    }
     _ = try mapListen("bind", linux.bind(fd, address.ptr(), address.len()));
     _ = try mapListen("listen", linux.listen(fd, options.backlog));
     var bound_len = address.len();
@@ -337,6 +343,21 @@ test "checkPortFree: a connection in TIME_WAIT does not hold the port" {
     var fds = [_]linux.pollfd{.{ .fd = client, .events = linux.POLL.IN, .revents = 0 }};
     _ = linux.poll(&fds, 1, 100);
     try checkPortFree("127.0.0.1", l.port);
+}
+
+test "listen: connections inherit the listener's TCP_NOTSENT_LOWAT" {
+    const l = try listen(.{ .host = "127.0.0.1", .port = 0, .backlog = 16, .nonblocking = false, .unsent_bytes_max = 64 * 1024 });
+    defer l.close();
+    const client: fd_t = @intCast(linux.socket(linux.AF.INET, linux.SOCK.STREAM | linux.SOCK.CLOEXEC, 0));
+    defer _ = linux.close(client);
+    var address = try SocketAddress.parse("127.0.0.1", l.port);
+    try std.testing.expectEqual(linux.E.SUCCESS, linux.errno(linux.connect(client, address.ptr(), address.len())));
+    const accepted = try accept(l.fd, false);
+    defer _ = linux.close(accepted);
+    var value: c_int = 0;
+    var len: linux.socklen_t = @sizeOf(c_int);
+    try std.testing.expectEqual(linux.E.SUCCESS, linux.errno(linux.getsockopt(accepted, linux.IPPROTO.TCP, linux.TCP.NOTSENT_LOWAT, std.mem.asBytes(&value), &len)));
+    try std.testing.expectEqual(@as(c_int, 64 * 1024), value);
 }
 
 test "listen: IPv6 loopback and bad addresses" {
