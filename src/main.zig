@@ -54,8 +54,10 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
     var parsed: ServeArgs = .{ .config = .{} };
     // Small files are sent from memory together with their head: make room for them.
     parsed.config.send_buffer_bytes = 24 * 1024;
-    // Large files: keep at most 64 KiB unsent in the kernel per connection (see Config).
+    // Large files: at most 64 KiB unsent in the kernel per connection, and TCP_CORK only up
+    // to 256 KiB bodies; together the cheapest for server and client (see Config).
     parsed.config.unsent_bytes_max = 64 * 1024;
+    parsed.config.cork_file_bytes_max = 256 * 1024;
     var directory: ?[]const u8 = null;
     var diagnostic: saker.cli.Diagnostic = .{};
     var index: usize = 0;

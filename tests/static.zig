@@ -95,6 +95,7 @@ const Running = struct {
         // As `saker serve` sets them.
         config.send_buffer_bytes = 24 * 1024;
         config.unsent_bytes_max = 64 * 1024;
+        config.cork_file_bytes_max = 256 * 1024;
         var static = options;
         static.root = root;
         static.workers = saker.Server(saker.StaticFiles).workerCountFor(&config);
