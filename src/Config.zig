@@ -78,7 +78,7 @@ send_buffer_bytes: u32 = 8 * 1024,
 /// share of the TCP work moves to the sender) while raising req/s about 1.5x (the client reads
 /// fuller segments). The default corks every file body, as nginx's `tcp_nopush` does. With
 /// `unsent_bytes_max` set, 1 MiB bodies did best uncorked (server ~150 µs and client ~260 µs
-/// per response at 50 connections, against ~330 and ~265 corked): `saker serve` corks bodies
+/// per response at 50 connections, against ~345 and ~270 corked): `saker serve` corks bodies
 /// up to 256 KiB.
 cork_file_bytes_max: u64 = std.math.maxInt(u64),
 /// Unsent bytes the kernel queues per connection before the socket reports room to write
