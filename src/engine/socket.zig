@@ -19,7 +19,8 @@ fn unexpected(operation: []const u8, err: linux.E) error{Unexpected} {
 pub const ListenError = error{
     /// `host` is not an IPv4 or IPv6 literal.
     InvalidAddress,
-    /// Another socket holds the port (without SO_REUSEPORT, or as another user).
+    /// Another socket holds the port: `checkPortFree` found a listener (also one with
+    /// SO_REUSEPORT, such as another server), or bind found one without SO_REUSEPORT.
     AddressInUse,
     /// The address is not one of this machine's.
     AddressNotAvailable,
