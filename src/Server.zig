@@ -237,6 +237,8 @@ pub fn Server(comptime Handler: type) type {
             errdefer gpa.free(listeners);
             var bound: usize = 0;
             errdefer for (listeners[0..bound]) |l| l.close();
+            // SO_REUSEPORT would share an explicit port with another server already on it.
+            if (config.port != 0) try socket.checkPortFree(config.host, config.port);
             var port_number = config.port;
             for (listeners) |*listener| {
                 listener.* = try socket.listen(.{
@@ -244,6 +246,7 @@ pub fn Server(comptime Handler: type) type {
                     .port = port_number,
                     .backlog = config.backlog,
                     .nonblocking = true,
+                    .unsent_bytes_max = config.unsent_bytes_max,
                 });
                 port_number = listener.port;
                 bound += 1;

@@ -92,6 +92,8 @@ access_log: ?AccessLog,
 const WorkerState = struct {
     mutex: sync.Mutex = .{},
     cache: FileCache,
+    /// Seeded once at start-up: multipart boundaries cost no syscall.
+    random: std.Random.DefaultCsprng,
 };
 
 /// Why `init` failed.
@@ -103,8 +105,11 @@ pub const InitError = error{
     AccessDenied,
     /// `index` is not a plain file name.
     InvalidIndex,
-    /// `spa_fallback` does not name a file beneath the root.
+    /// `spa_fallback` is not a relative path that stays beneath the root.
     InvalidFallback,
+    /// `spa_fallback` names no regular file beneath the root (missing, a directory, a FIFO,
+    /// or a symlink leading out).
+    FallbackNotFound,
     /// `cache_control` holds a control character.
     InvalidCacheControl,
     /// openat2 is missing (Linux older than 5.6).
@@ -140,6 +145,7 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!StaticFiles {
         const resolved = url_path.resolve(with_slash, spa_buffer) catch return error.InvalidFallback;
         if (resolved.relative.len == 0) return error.InvalidFallback;
         spa_relative = resolved.relative;
+        try checkFallback(gpa, root_fd, resolved.relative);
     }
 
     var cache_options = options.cache;
@@ -149,7 +155,9 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!StaticFiles {
     var ready: usize = 0;
     errdefer for (states[0..ready]) |*state| state.cache.deinit();
     for (states) |*state| {
-        state.* = .{ .cache = try .init(root_fd, cache_options) };
+        var seed: [std.Random.DefaultCsprng.secret_seed_length]u8 = undefined;
+        try fs.randomBytes(&seed);
+        state.* = .{ .cache = try .init(root_fd, cache_options), .random = .init(seed) };
         ready += 1;
     }
     const access_log: ?AccessLog = if (options.access_log_fd) |fd|
@@ -189,6 +197,28 @@ fn checkOptions(options: Options) InitError!void {
     }
     if (options.cache_control) |value| if (!ResponseHead.validField("Cache-Control", value))
         return error.InvalidCacheControl;
+}
+
+/// A fallback must be a regular file beneath the root when the server starts: a typo would
+/// otherwise turn every missing path into a 404 without a word.
+fn checkFallback(gpa: std.mem.Allocator, root_fd: fs.fd_t, relative: []const u8) InitError!void {
+    const path = try gpa.dupeSentinel(u8, relative, 0);
+    defer gpa.free(path);
+    const fd = fs.openBeneath(root_fd, path, .{ .path_only = true }) catch |err| return switch (err) {
+        error.NotFound, error.OutsideRoot, error.NameTooLong => error.FallbackNotFound,
+        error.AccessDenied => error.AccessDenied,
+        error.SystemResources => error.SystemResources,
+        error.Unsupported => error.Unsupported,
+        error.Unexpected => error.Unexpected,
+    };
+    defer fs.close(fd);
+    const st = fs.stat(fd) catch |err| return switch (err) {
+        error.NotFound => error.FallbackNotFound,
+        error.AccessDenied => error.AccessDenied,
+        error.SystemResources => error.SystemResources,
+        error.Unexpected => error.Unexpected,
+    };
+    if (st.kind != .file) return error.FallbackNotFound;
 }
 
 /// Caps the per-worker cache so that cached fds of all workers take at most a quarter of the
@@ -395,7 +425,7 @@ fn serveFile(sf: *StaticFiles, state: *WorkerState, req: *Request, res: *Respons
                         return sendBody(req, res, chosen, span.first, span.len());
                     }
                     // Parts of an encoded variant would need per-part codings: send it whole.
-                    if (coding == null and try sf.sendMultipart(req, res, chosen, spans, tag)) return;
+                    if (coding == null and try sf.sendMultipart(state, req, res, chosen, spans)) return;
                 },
             }
         }
@@ -432,14 +462,26 @@ fn sendBody(req: *Request, res: *Response, entry: *FileCache.Entry, offset: u64,
     res.sendFile(.{ .fd = fd, .offset = offset, .len = len, .close_when_done = true });
 }
 
+/// The random part of a multipart boundary: 128 bits, so no file (not even one made to
+/// contain earlier boundaries) holds the next one, except by a 2^-128 chance per offset.
+pub const boundary_random_bytes = 16;
+
+/// A fresh multipart/byteranges boundary, "saker-" and 32 hex digits.
+fn multipartBoundary(random: *std.Random.DefaultCsprng) [6 + 2 * boundary_random_bytes]u8 {
+    var bytes: [boundary_random_bytes]u8 = undefined;
+    random.fill(&bytes);
+    return ("saker-" ++ std.fmt.bytesToHex(bytes, .lower)).*;
+}
+
 /// A multipart/byteranges body (RFC 9110 §14.6) built in memory. Returns false, sending
 /// nothing, when it would exceed `multipart_bytes_max` (the caller sends the whole file).
-fn sendMultipart(sf: *StaticFiles, req: *Request, res: *Response, entry: *FileCache.Entry, spans: []const range.Span, tag: []const u8) !bool {
+fn sendMultipart(sf: *StaticFiles, state: *WorkerState, req: *Request, res: *Response, entry: *FileCache.Entry, spans: []const range.Span) !bool {
     var total: u64 = 0;
     for (spans) |span| total += span.len();
     if (total > sf.options.multipart_bytes_max) return false;
     const media_type = res.content_type orelse mime.default_type;
-    const boundary = try std.fmt.allocPrint(req.arena, "saker-{x}", .{std.hash.Wyhash.hash(0, tag)});
+    const boundary_bytes = multipartBoundary(&state.random);
+    const boundary: []const u8 = &boundary_bytes;
     res.status = .partial_content;
     res.content_type = try std.fmt.allocPrint(req.arena, "multipart/byteranges; boundary={s}", .{boundary});
     const w = res.writer();
@@ -567,9 +609,27 @@ test "StaticFiles.init: refuses a missing root, a file root and malformed option
     try std.testing.expectError(error.InvalidFallback, init(gpa, .{ .root = root, .spa_fallback = "../x" }));
     try std.testing.expectError(error.InvalidFallback, init(gpa, .{ .root = root, .spa_fallback = "/" }));
     try std.testing.expectError(error.InvalidCacheControl, init(gpa, .{ .root = root, .cache_control = "a\r\nb" }));
+    try tmp.dir.createDirPath(std.testing.io, "app");
+    try tmp.dir.writeFile(std.testing.io, .{ .sub_path = "index.html", .data = "<p>app</p>" });
+    try tmp.dir.symLink(std.testing.io, "../outside.html", "escape.html", .{});
+    for ([_][]const u8{ "nope.html", "app", "app/", "escape.html", "file.txt/x" }) |fallback|
+        try std.testing.expectError(error.FallbackNotFound, init(gpa, .{ .root = root, .spa_fallback = fallback }));
 
     var files = try init(gpa, .{ .root = root, .workers = 3, .spa_fallback = "./app/../index.html" });
     defer files.deinit();
     try std.testing.expectEqualStrings("index.html", files.spa_relative.?);
     try std.testing.expectEqual(@as(usize, 3), files.states.len);
+}
+
+test "multipartBoundary: a fresh 128-bit boundary each time" {
+    var seed: [std.Random.DefaultCsprng.secret_seed_length]u8 = undefined;
+    try fs.randomBytes(&seed);
+    var random: std.Random.DefaultCsprng = .init(seed);
+    var seen: [64][38]u8 = undefined;
+    for (&seen, 0..) |*boundary, i| {
+        boundary.* = multipartBoundary(&random);
+        try std.testing.expect(std.mem.startsWith(u8, boundary, "saker-"));
+        for (boundary[6..]) |c| try std.testing.expect(std.ascii.isDigit(c) or (c >= 'a' and c <= 'f'));
+        for (seen[0..i]) |earlier| try std.testing.expect(!std.mem.eql(u8, &earlier, boundary));
+    }
 }

@@ -54,6 +54,10 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
     var parsed: ServeArgs = .{ .config = .{} };
     // Small files are sent from memory together with their head: make room for them.
     parsed.config.send_buffer_bytes = 24 * 1024;
+    // Large files: at most 64 KiB unsent in the kernel per connection, and TCP_CORK only up
+    // to 256 KiB bodies; together the cheapest for server and client (see Config).
+    parsed.config.unsent_bytes_max = 64 * 1024;
+    parsed.config.cork_file_bytes_max = 256 * 1024;
     var directory: ?[]const u8 = null;
     var diagnostic: saker.cli.Diagnostic = .{};
     var index: usize = 0;
@@ -125,6 +129,7 @@ fn serve(init: std.process.Init, args: *ServeArgs) !void {
             error.AccessDenied => fatal(io, "'{s}': permission denied", .{root}),
             error.InvalidIndex => fatal(io, "--index '{s}': must be a plain file name", .{args.static.index}),
             error.InvalidFallback => fatal(io, "--spa '{s}': must name a file inside the served directory", .{args.static.spa_fallback.?}),
+            error.FallbackNotFound => fatal(io, "--spa '{s}': no such file in '{s}'", .{ args.static.spa_fallback.?, root }),
             error.InvalidCacheControl => fatal(io, "--cache-control: control characters are not allowed", .{}),
             error.Unsupported => fatal(io, "this kernel lacks openat2 (Linux 5.6 or later is needed)", .{}),
             error.SystemResources, error.OutOfMemory => fatal(io, "out of memory or file descriptors", .{}),

@@ -92,7 +92,10 @@ const Running = struct {
 
     fn start(kind: saker.engine.Kind, root: []const u8, options: saker.StaticFiles.Options) !*Running {
         var config: saker.Config = .{ .host = "127.0.0.1", .port = 0, .engine = kind, .workers = 2 };
+        // As `saker serve` sets them.
         config.send_buffer_bytes = 24 * 1024;
+        config.unsent_bytes_max = 64 * 1024;
+        config.cork_file_bytes_max = 256 * 1024;
         var static = options;
         static.root = root;
         static.workers = saker.Server(saker.StaticFiles).workerCountFor(&config);
@@ -335,6 +338,29 @@ test "static: dotfiles, no listing, custom index, Cache-Control, SPA fallback" {
         const cached = try running.get("/sub/a.txt");
         defer cached.deinit(testing.allocator);
         try testing.expectEqualStrings("public, max-age=60", cached.header("Cache-Control").?);
+        // 304s carry the validators, Vary and Cache-Control of the 200 (RFC 9110 §15.4.5).
+        const full = try running.request("GET", "/app.js", "Accept-Encoding: gzip\r\n");
+        defer full.deinit(testing.allocator);
+        try expectStatus(full, 200);
+        var buffer: [256]u8 = undefined;
+        const conditional = try std.mem.print(&buffer, "Accept-Encoding: gzip\r\nIf-None-Match: {s}\r\n", .{full.header("ETag").?});
+        for ([_][]const u8{ "GET", "HEAD" }) |method| {
+            const not_modified = try running.request(method, "/app.js", conditional);
+            defer not_modified.deinit(testing.allocator);
+            try expectStatus(not_modified, 304);
+            try testing.expectEqualStrings(full.header("ETag").?, not_modified.header("ETag").?);
+            try testing.expectEqualStrings(full.header("Last-Modified").?, not_modified.header("Last-Modified").?);
+            try testing.expectEqualStrings("Accept-Encoding", not_modified.header("Vary").?);
+            try testing.expectEqualStrings("public, max-age=60", not_modified.header("Cache-Control").?);
+            try testing.expectEqual(@as(?[]const u8, null), not_modified.header("Content-Encoding"));
+            try testing.expectEqual(@as(?[]const u8, null), not_modified.header("Content-Length"));
+        }
+        const by_date = try running.request("GET", "/sub/a.txt", try std.mem.print(&buffer, "If-Modified-Since: {s}\r\n", .{cached.header("Last-Modified").?}));
+        defer by_date.deinit(testing.allocator);
+        try expectStatus(by_date, 304);
+        try testing.expectEqualStrings(cached.header("ETag").?, by_date.header("ETag").?);
+        try testing.expectEqualStrings("public, max-age=60", by_date.header("Cache-Control").?);
+        try testing.expectEqual(@as(?[]const u8, null), by_date.header("Vary")); // no variants
         try expectFile(running, "/app/route/42", "<p>app shell</p>\n", "text/html; charset=utf-8");
         // Out-of-root links are still refused, never replaced by the fallback's content.
         try expectFile(running, "/escape", "<p>app shell</p>\n", "text/html; charset=utf-8");
@@ -468,6 +494,12 @@ test "static: ranges, If-Range, multipart, 416, and the end of a 100 MiB sparse 
             "\r\n--{s}--\r\n", .{ boundary, boundary, boundary });
         defer testing.allocator.free(expected);
         try testing.expectEqualStrings(expected, multi.body);
+        // A fresh random boundary per response: a file cannot be made to contain it.
+        try testing.expectEqual(@as(usize, "saker-".len + 32), boundary.len);
+        const again = try running.request("GET", "/hello.txt", "Range: bytes=0-4, 14-19\r\n");
+        defer again.deinit(testing.allocator);
+        try expectStatus(again, 206);
+        try testing.expect(!std.mem.eql(u8, content_type, again.header("Content-Type").?));
 
         const empty = try running.request("GET", "/empty.txt", "Range: bytes=0-\r\n");
         defer empty.deinit(testing.allocator);
@@ -487,6 +519,47 @@ test "static: ranges, If-Range, multipart, 416, and the end of a 100 MiB sparse 
     }
 }
 
+/// Bytes that differ at every offset (a generator, not a pattern that repeats), so a part sent
+/// twice, skipped or out of order changes the hash.
+fn fillLarge(bytes: []u8) void {
+    var prng: std.Random.DefaultPrng = .init(0x5a4b_e12f);
+    prng.random().bytes(bytes);
+}
+
+test "static: a 24 MiB file arrives whole on every engine, sendfile resumed after a full socket" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    const size = 24 * 1024 * 1024;
+    const data = try testing.allocator.alloc(u8, size);
+    defer testing.allocator.free(data);
+    fillLarge(data);
+    try fixture.tmp.dir.writeFile(testing.io, .{ .sub_path = "root/large.bin", .data = data });
+    const expected_hash = std.hash.Wyhash.hash(0, data);
+    for (engines) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try Running.start(kind, fixture.root_path, .{});
+        defer running.stop();
+        var client = try Client.connect(running.port(), 30_000);
+        defer client.close();
+        for (0..2) |round| {
+            try client.send("GET /large.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+            // Not reading for a while lets the socket buffers fill (they hold a few MiB, not
+            // 24): the server's sendfile must stop part-way and resume when there is room.
+            if (round == 0) sleepMs(300);
+            const response = try client.readResponse(testing.allocator, .{});
+            defer response.deinit(testing.allocator);
+            try expectStatus(response, 200);
+            try testing.expectEqual(@as(usize, size), response.body.len);
+            try testing.expectEqual(expected_hash, std.hash.Wyhash.hash(0, response.body));
+        }
+        // The connection is still in step after the large bodies.
+        try client.send("GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+        const after = try client.readResponse(testing.allocator, .{});
+        defer after.deinit(testing.allocator);
+        try testing.expectEqualStrings("Hello, static world!\n", after.body);
+    }
+}
+
 test "static: precompressed variants by Accept-Encoding, with Vary" {
     var fixture = try Fixture.create();
     defer fixture.destroy();
@@ -502,6 +575,9 @@ test "static: precompressed variants by Accept-Encoding, with Vary" {
             .{ "Accept-Encoding: br;q=0, gzip;q=0\r\n", js_body, null },
             .{ "Accept-Encoding: identity\r\n", js_body, null },
             .{ "Accept-Encoding: *\r\n", "BROTLI-BYTES", "br" },
+            .{ "Accept-Encoding: gzip;q=0.1, identity\r\n", js_body, null },
+            .{ "Accept-Encoding: br;q=0.2, gzip;q=0.4, *;q=0.3\r\n", "GZIP-BYTES", "gzip" },
+            .{ "Accept-Encoding: identity;q=0\r\n", js_body, null },
         };
         var tags: [cases.len][64]u8 = undefined;
         for (cases, 0..) |case, i| {
@@ -588,13 +664,18 @@ test "static: the access log is buffered and flushed within a second" {
     }
 }
 
-/// Runs the `saker` executable with `args`; returns its exit status and stderr.
+/// Runs the `saker` executable with `args`; returns its exit status and output. Fails with
+/// `error.Timeout` when it is silent for 30 s (and kills it).
 fn runCli(args: []const []const u8) !struct { term: std.process.Child.Term, stderr: []u8, stdout: []u8 } {
     var argv: std.ArrayList([]const u8) = .empty;
     defer argv.deinit(testing.allocator);
     try argv.append(testing.allocator, build_options.saker_exe);
     try argv.appendSlice(testing.allocator, args);
-    const result = try std.process.run(testing.allocator, testing.io, .{ .argv = argv.items });
+    // A server that starts when it should have refused would otherwise run forever.
+    const result = try std.process.run(testing.allocator, testing.io, .{
+        .argv = argv.items,
+        .timeout = .{ .duration = .{ .raw = .fromSeconds(30), .clock = .awake } },
+    });
     return .{ .term = result.term, .stderr = result.stderr, .stdout = result.stdout };
 }
 
@@ -617,6 +698,10 @@ test "saker CLI: bad input is one line on stderr and exit status 2" {
         .{ &.{ "serve", fixture.root_path, "--bogus" }, "unknown option '--bogus'" },
         .{ &.{ "serve", fixture.root_path, "--index" }, "--index needs a value" },
         .{ &.{ "serve", fixture.root_path, "--index", "../x" }, "--index" },
+        .{ &.{ "serve", fixture.root_path, "--spa", "nope.html" }, "--spa 'nope.html': no such file" },
+        .{ &.{ "serve", fixture.root_path, "--spa", "sub" }, "--spa 'sub': no such file" },
+        .{ &.{ "serve", fixture.root_path, "--spa", "../outside.txt" }, "--spa" },
+        .{ &.{ "serve", fixture.root_path, "--spa" }, "--spa needs a value" },
         .{ &.{ "serve", "a", "b" }, "more than one directory" },
         .{ &.{ "serve", fixture.root_path, "--host", "localhost" }, "--host" },
         .{ &.{ "serve", fixture.root_path, "--access-log", "/no/such/dir/log" }, "--access-log" },
@@ -640,6 +725,145 @@ test "saker CLI: bad input is one line on stderr and exit status 2" {
     defer testing.allocator.free(help.stderr);
     defer testing.allocator.free(help.stdout);
     try testing.expect(std.mem.find(u8, help.stdout, "saker serve [DIR]") != null);
+}
+
+/// A `saker serve` child process and the port it announced.
+const CliServer = struct {
+    child: std.process.Child,
+    port: u16,
+    reader: std.Io.File.Reader,
+    buffer: [4096]u8,
+    stdout_rest: usize = 0,
+
+    /// Spawns `saker serve ARGS...` (stdout piped) and reads the `listening on` line.
+    fn start(server: *CliServer, args: []const []const u8) !void {
+        const io = testing.io;
+        var argv: std.ArrayList([]const u8) = .empty;
+        defer argv.deinit(testing.allocator);
+        try argv.appendSlice(testing.allocator, &.{ build_options.saker_exe, "serve" });
+        try argv.appendSlice(testing.allocator, args);
+        server.stdout_rest = 0;
+        server.child = try std.process.spawn(io, .{ .argv = argv.items, .stdout = .pipe, .stderr = .ignore });
+        errdefer server.child.kill(io);
+        server.reader = server.child.stdout.?.readerStreaming(io, &server.buffer);
+        const line = std.mem.trimEnd(u8, try server.reader.interface.takeDelimiterInclusive('\n'), "\n");
+        const prefix = "listening on http://127.0.0.1:";
+        if (!std.mem.startsWith(u8, line, prefix)) return error.UnexpectedFirstLine;
+        server.port = try std.fmt.parseInt(u16, line[prefix.len..], 10);
+    }
+
+    /// SIGINT, then the exit status; `stdout_rest` counts what it printed after the first
+    /// line.
+    fn stop(server: *CliServer) !std.process.Child.Term {
+        _ = linux.kill(server.child.id.?, linux.SIG.INT);
+        server.stdout_rest = try server.reader.interface.discardRemaining();
+        return server.child.wait(testing.io);
+    }
+};
+
+test "saker CLI: a port another saker listens on is in use (exit 2), also for the library" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    var first: CliServer = undefined;
+    try first.start(&.{ fixture.root_path, "--port", "0", "--access-log", "off" });
+    var stopped = false;
+    defer if (!stopped) first.child.kill(testing.io);
+    var port_text: [8]u8 = undefined;
+    const port = try std.mem.print(&port_text, "{d}", .{first.port});
+    for ([_][]const u8{ "epoll", "blocking" }) |engine_name| {
+        const result = try runCli(&.{ "serve", fixture.root_path, "--port", port, "--engine", engine_name });
+        defer testing.allocator.free(result.stderr);
+        defer testing.allocator.free(result.stdout);
+        errdefer std.debug.print("engine {s}: {any}\nstdout: {s}\nstderr: {s}\n", .{ engine_name, result.term, result.stdout, result.stderr });
+        try testing.expectEqual(std.process.Child.Term{ .exited = 2 }, result.term);
+        try testing.expectEqualStrings("", result.stdout); // never "listening on"
+        var expected: [128]u8 = undefined;
+        try testing.expectEqualStrings(try std.mem.print(&expected, "saker: error: port {s} on 127.0.0.1 is already in use\n", .{port}), result.stderr);
+    }
+    // The library's answer is a named error.
+    var files = try saker.StaticFiles.init(testing.allocator, .{ .root = fixture.root_path });
+    defer files.deinit();
+    for (engines) |kind| {
+        const config: saker.Config = .{ .host = "127.0.0.1", .port = first.port, .engine = kind, .workers = 2 };
+        try testing.expectError(error.AddressInUse, saker.Server(saker.StaticFiles).init(testing.allocator, &files, config));
+    }
+    // The first server still answers, and alone.
+    const response = try Client.fetch(testing.allocator, first.port, "GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    defer response.deinit(testing.allocator);
+    try expectStatus(response, 200);
+    stopped = true;
+    try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try first.stop());
+}
+
+test "saker serve: --no-listing, --dotfiles, --index, --spa, --cache-control, --access-log FILE" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    const log_path = try std.fmt.allocPrint(testing.allocator, "{s}/../access.log", .{fixture.root_path});
+    defer testing.allocator.free(log_path);
+    var server: CliServer = undefined;
+    try server.start(&.{
+        fixture.root_path, "--port",          "0",                  "--no-listing",
+        "--dotfiles",      "--index",         "hello.txt",          "--spa",
+        "spa.html",        "--cache-control", "public, max-age=60", "--access-log",
+        log_path,
+    });
+    var stopped = false;
+    defer if (!stopped) server.child.kill(testing.io);
+    const cases = [_]struct { []const u8, u16, []const u8 }{
+        .{ "/.env", 200, "SECRET=1\n" }, // --dotfiles
+        .{ "/", 200, "Hello, static world!\n" }, // --index
+        .{ "/sub/", 403, "403 Forbidden: directory listing is off\n" }, // --no-listing
+        .{ "/no/such/page", 200, "<p>app shell</p>\n" }, // --spa
+        .{ "/sub/a.txt", 200, "alpha\n" },
+    };
+    for (cases) |case| {
+        errdefer std.debug.print("target {s}\n", .{case[0]});
+        var buffer: [256]u8 = undefined;
+        const request = try std.mem.print(&buffer, "GET {s} HTTP/1.1\r\nHost: t\r\nReferer: http://ref/\r\nUser-Agent: cli-test/1.0\r\n\r\n", .{case[0]});
+        const response = try Client.fetch(testing.allocator, server.port, request);
+        defer response.deinit(testing.allocator);
+        try expectStatus(response, case[1]);
+        try testing.expectEqualStrings(case[2], response.body);
+        if (case[1] == 200) try testing.expectEqualStrings("public, max-age=60", response.header("Cache-Control").?);
+    }
+    stopped = true;
+    try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try server.stop());
+    // Nothing on stdout but the first line: the log went to the file, flushed at exit.
+    try testing.expectEqual(@as(usize, 0), server.stdout_rest);
+
+    const log = try fixture.tmp.dir.readFileAlloc(testing.io, "access.log", testing.allocator, .limited(1 << 20));
+    defer testing.allocator.free(log);
+    // One line per request; workers keep buffers of their own, so lines of different workers
+    // need not be in request order.
+    try testing.expectEqual(cases.len, std.mem.countScalar(u8, log, '\n'));
+    for (cases) |case| {
+        var needle: [128]u8 = undefined;
+        const request_line = try std.mem.print(&needle, "\"GET {s} HTTP/1.1\"", .{case[0]});
+        var lines = std.mem.splitScalar(u8, std.mem.trimEnd(u8, log, "\n"), '\n');
+        const line = while (lines.next()) |line| {
+            if (std.mem.find(u8, line, request_line) != null) break line;
+        } else return error.AccessLogLineMissing;
+        errdefer std.debug.print("log line: {s}\n", .{line});
+        try expectCombinedLine(line, case[0], case[1], case[2].len);
+    }
+}
+
+/// `127.0.0.1 - - [22/Nov/2026:04:17:11 +0000] "GET TARGET HTTP/1.1" STATUS BYTES
+/// "http://ref/" "cli-test/1.0"`, with a well-formed date.
+fn expectCombinedLine(line: []const u8, target: []const u8, status: u16, bytes: usize) !void {
+    const prefix = "127.0.0.1 - - [";
+    try testing.expect(std.mem.startsWith(u8, line, prefix));
+    const date = line[prefix.len..][0..26];
+    const months = "JanFebMarAprMayJunJulAugSepOctNovDec";
+    try testing.expect(date[2] == '/' and date[6] == '/' and date[11] == ':' and date[14] == ':' and date[17] == ':');
+    try testing.expect(std.mem.find(u8, months, date[3..6]) != null);
+    for ([_]usize{ 0, 1, 7, 8, 9, 10, 12, 13, 15, 16, 18, 19 }) |i| try testing.expect(std.ascii.isDigit(date[i]));
+    try testing.expectEqualStrings(" +0000", date[20..26]);
+    var expected: [256]u8 = undefined;
+    try testing.expectEqualStrings(
+        try std.mem.print(&expected, "] \"GET {s} HTTP/1.1\" {d} {d} \"http://ref/\" \"cli-test/1.0\"", .{ target, status, bytes }),
+        line[prefix.len + 26 ..],
+    );
 }
 
 test "saker serve: announces the port, serves, logs, and exits 0 on SIGINT" {

@@ -4,6 +4,7 @@
 const std = @import("std");
 const linux = std.os.linux;
 const posix = std.posix;
+const assert = std.debug.assert;
 
 const log = std.log.scoped(.saker);
 
@@ -19,7 +20,8 @@ pub fn unexpected(operation: []const u8, err: linux.E) error{Unexpected} {
 pub const ListenError = error{
     /// `host` is not an IPv4 or IPv6 literal.
     InvalidAddress,
-    /// Another socket holds the port (without SO_REUSEPORT, or as another user).
+    /// Another socket holds the port: `checkPortFree` found a listener (also one with
+    /// SO_REUSEPORT, such as another server), or bind found one without SO_REUSEPORT.
     AddressInUse,
     /// The address is not one of this machine's.
     AddressNotAvailable,
@@ -52,6 +54,8 @@ pub const ListenOptions = struct {
     nonblocking: bool,
     /// SO_REUSEPORT, so each worker can own a listener on the same port.
     reuse_port: bool = true,
+    /// TCP_NOTSENT_LOWAT for the connections accepted (`Config.unsent_bytes_max`); 0: unset.
+    unsent_bytes_max: u32 = 0,
 };
 
 fn mapListen(operation: []const u8, rc: usize) ListenError!usize {
@@ -124,11 +128,29 @@ pub fn listen(options: ListenOptions) ListenError!Listener {
     errdefer _ = linux.close(fd);
     try setOption(fd, linux.SOL.SOCKET, linux.SO.REUSEADDR, 1);
     if (options.reuse_port) try setOption(fd, linux.SOL.SOCKET, linux.SO.REUSEPORT, 1);
+    if (options.unsent_bytes_max > 0) {
+        const value: c_int = @intCast(@min(options.unsent_bytes_max, std.math.maxInt(c_int)));
+        try setOption(fd, linux.IPPROTO.TCP, linux.TCP.NOTSENT_LOWAT, value);
+    }
     _ = try mapListen("bind", linux.bind(fd, address.ptr(), address.len()));
     _ = try mapListen("listen", linux.listen(fd, options.backlog));
     var bound_len = address.len();
     _ = try mapListen("getsockname", linux.getsockname(fd, address.ptr(), &bound_len));
     return .{ .fd = fd, .port = address.port() };
+}
+
+/// Fails with `AddressInUse` when any socket already listens on `host:port`, also one that
+/// set SO_REUSEPORT (another saker, say), which `listen` would silently share the port with.
+/// Binds a probe socket with SO_REUSEADDR but without SO_REUSEPORT, so connections in
+/// TIME_WAIT do not count; the probe is closed before returning. Asserts `port` is not 0.
+pub fn checkPortFree(host: []const u8, port: u16) ListenError!void {
+    assert(port != 0);
+    var address = try SocketAddress.parse(host, port);
+    const flags: u32 = linux.SOCK.STREAM | linux.SOCK.CLOEXEC;
+    const fd: fd_t = @intCast(try mapListen("socket", linux.socket(address.family(), flags, linux.IPPROTO.TCP)));
+    defer _ = linux.close(fd);
+    try setOption(fd, linux.SOL.SOCKET, linux.SO.REUSEADDR, 1);
+    _ = try mapListen("bind", linux.bind(fd, address.ptr(), address.len()));
 }
 
 fn setOption(fd: fd_t, level: i32, name: u32, value: c_int) ListenError!void {
@@ -318,6 +340,50 @@ test "listen: ephemeral port, and SO_REUSEPORT shares it" {
     try std.testing.expectError(error.WouldBlock, accept(a.fd, true));
     var peer: ?std.Io.net.IpAddress = null;
     try std.testing.expectError(error.WouldBlock, acceptPeer(a.fd, true, &peer));
+}
+
+test "checkPortFree: a listener with SO_REUSEPORT, or on the wildcard address, holds the port" {
+    const a = try listen(.{ .host = "127.0.0.1", .port = 0, .backlog = 16, .nonblocking = true });
+    try std.testing.expectError(error.AddressInUse, checkPortFree("127.0.0.1", a.port));
+    a.close();
+    try checkPortFree("127.0.0.1", a.port);
+    const any = try listen(.{ .host = "0.0.0.0", .port = 0, .backlog = 16, .nonblocking = true });
+    defer any.close();
+    try std.testing.expectError(error.AddressInUse, checkPortFree("127.0.0.1", any.port));
+    try std.testing.expectError(error.InvalidAddress, checkPortFree("localhost", 80));
+}
+
+test "checkPortFree: a connection in TIME_WAIT does not hold the port" {
+    const l = try listen(.{ .host = "127.0.0.1", .port = 0, .backlog = 16, .nonblocking = false });
+    const client: fd_t = @intCast(linux.socket(linux.AF.INET, linux.SOCK.STREAM | linux.SOCK.CLOEXEC, 0));
+    defer _ = linux.close(client);
+    var address = try SocketAddress.parse("127.0.0.1", l.port);
+    try std.testing.expectEqual(linux.E.SUCCESS, linux.errno(linux.connect(client, address.ptr(), address.len())));
+    const server_side = try accept(l.fd, false);
+    l.close();
+    // The server closes first, so its side of the connection ends in TIME_WAIT on the port.
+    _ = linux.close(server_side);
+    var byte: [1]u8 = undefined;
+    try std.testing.expectEqual(@as(usize, 0), linux.read(client, &byte, 1));
+    _ = linux.shutdown(client, linux.SHUT.WR);
+    var fds = [_]linux.pollfd{.{ .fd = client, .events = linux.POLL.IN, .revents = 0 }};
+    _ = linux.poll(&fds, 1, 100);
+    try checkPortFree("127.0.0.1", l.port);
+}
+
+test "listen: connections inherit the listener's TCP_NOTSENT_LOWAT" {
+    const l = try listen(.{ .host = "127.0.0.1", .port = 0, .backlog = 16, .nonblocking = false, .unsent_bytes_max = 64 * 1024 });
+    defer l.close();
+    const client: fd_t = @intCast(linux.socket(linux.AF.INET, linux.SOCK.STREAM | linux.SOCK.CLOEXEC, 0));
+    defer _ = linux.close(client);
+    var address = try SocketAddress.parse("127.0.0.1", l.port);
+    try std.testing.expectEqual(linux.E.SUCCESS, linux.errno(linux.connect(client, address.ptr(), address.len())));
+    const accepted = try accept(l.fd, false);
+    defer _ = linux.close(accepted);
+    var value: c_int = 0;
+    var len: linux.socklen_t = @sizeOf(c_int);
+    try std.testing.expectEqual(linux.E.SUCCESS, linux.errno(linux.getsockopt(accepted, linux.IPPROTO.TCP, linux.TCP.NOTSENT_LOWAT, std.mem.asBytes(&value), &len)));
+    try std.testing.expectEqual(@as(c_int, 64 * 1024), value);
 }
 
 test "listen: IPv6 loopback and bad addresses" {

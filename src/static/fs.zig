@@ -1,5 +1,5 @@
-//! The file-system calls the static file handler makes, each with its own error set and every
-//! errno mapped. Files are opened with `openat2` relative to the served root's directory fd
+//! The file-system calls the static file handler makes (and `getrandom` for its seeds), each
+//! with its own error set and every errno mapped. Files are opened with `openat2` relative to the served root's directory fd
 //! and `RESOLVE_BENEATH` (Linux 5.6+), so the kernel refuses any resolution — through `..`,
 //! an absolute symlink or a symlink climbing out — that would leave the root. FIFOs and other
 //! special files are opened non-blocking, so naming one cannot stall an engine thread.
@@ -190,6 +190,19 @@ pub fn dup(fd: fd_t) error{ SystemResources, Unexpected }!fd_t {
         .MFILE, .NFILE, .NOMEM => error.SystemResources,
         else => |err| unexpected("fcntl(F_DUPFD_CLOEXEC)", err),
     };
+}
+
+/// Fills `buffer` from the kernel's random pool (getrandom), waiting until it is initialised.
+pub fn randomBytes(buffer: []u8) error{Unexpected}!void {
+    var filled: usize = 0;
+    while (filled < buffer.len) {
+        const rc = linux.getrandom(buffer[filled..].ptr, buffer.len - filled, 0);
+        switch (linux.errno(rc)) {
+            .SUCCESS => filled += rc,
+            .INTR => continue,
+            else => |err| return unexpected("getrandom", err),
+        }
+    }
 }
 
 /// Closes a descriptor.

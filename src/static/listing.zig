@@ -42,7 +42,7 @@ const style =
     \\*{box-sizing:border-box}
     \\body{margin:0;background:var(--bg);color:var(--fg);font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
     \\main{max-width:960px;margin:0 auto;padding:32px 20px 48px}
-    \\h1{font-size:20px;font-weight:600;margin:0 0 20px;word-break:break-all}
+    \\h1{font-size:20px;font-weight:600;margin:0 0 20px;overflow-wrap:anywhere}
     \\h1 a{color:var(--link);text-decoration:none}h1 a:hover{text-decoration:underline}
     \\h1 .sep{color:var(--muted);margin:0 6px;font-weight:400}
     \\h1 .label{color:var(--muted);font-weight:400;margin-right:8px}
@@ -51,13 +51,14 @@ const style =
     \\td{padding:7px 14px;border-bottom:1px solid var(--line);white-space:nowrap}
     \\tr:last-child td{border-bottom:0}
     \\tbody tr:hover{background:var(--row)}
-    \\td.name{width:100%;white-space:normal;word-break:break-all}
-    \\td.name a{color:var(--link);text-decoration:none}td.name a:hover{text-decoration:underline}
+    \\td.name{width:100%;white-space:normal;overflow-wrap:anywhere}
+    \\td.name a{display:flex;align-items:flex-start;color:var(--link);text-decoration:none}td.name a:hover{text-decoration:underline}
     \\td.size,th.size{text-align:right;font-variant-numeric:tabular-nums}
     \\td.size,td.date{color:var(--muted);font-size:14px;font-variant-numeric:tabular-nums}
-    \\.icon{display:inline-block;width:16px;height:16px;margin-right:10px;vertical-align:-3px;color:var(--muted)}
+    \\.icon{flex:none;width:16px;height:16px;margin:3px 10px 0 0;color:var(--muted)}
     \\.dir .icon{color:#54aeff}
     \\footer{margin-top:14px;color:var(--muted);font-size:13px}
+    \\@media (max-width:600px){main{padding:20px 10px 32px}th,td{padding:7px 8px}td.date{white-space:normal}td.date span{white-space:nowrap}}
 ;
 
 const folder_icon = "<svg class=\"icon\" viewBox=\"0 0 16 16\" aria-hidden=\"true\"><path fill=\"currentColor\" d=\"M1.75 1A1.75 1.75 0 0 0 0 2.75v10.5C0 14.22.78 15 1.75 15h12.5A1.75 1.75 0 0 0 16 13.25v-8.5A1.75 1.75 0 0 0 14.25 3H7.5a.25.25 0 0 1-.2-.1l-.9-1.2C6.07 1.26 5.55 1 5 1H1.75Z\"/></svg>";
@@ -72,7 +73,7 @@ pub fn write(w: *std.Io.Writer, page: Page) std.Io.Writer.Error!void {
     if (page.relative.len > 0) try w.writeByte('/');
     try w.writeAll("</title><style>" ++ style ++ "</style></head>\n<body><main>\n<h1><span class=\"label\">Index of</span>");
     try writeBreadcrumbs(w, page.relative);
-    try w.writeAll("</h1>\n<table>\n<thead><tr><th>Name</th><th class=\"size\">Size</th><th>Modified</th></tr></thead>\n<tbody>\n");
+    try w.writeAll("</h1>\n<table>\n<thead><tr><th>Name</th><th class=\"size\">Size</th><th class=\"date\">Modified</th></tr></thead>\n<tbody>\n");
     if (page.relative.len > 0) {
         try w.writeAll("<tr class=\"dir\"><td class=\"name\"><a href=\"../\">" ++ up_icon ++
             "Parent directory</a></td><td class=\"size\"></td><td class=\"date\"></td></tr>\n");
@@ -90,18 +91,21 @@ pub fn write(w: *std.Io.Writer, page: Page) std.Io.Writer.Error!void {
 }
 
 fn writeBreadcrumbs(w: *std.Io.Writer, relative: []const u8) std.Io.Writer.Error!void {
-    // Each crumb links with a relative path of "../" steps, so the page works under any prefix.
-    var depth: usize = if (relative.len == 0) 0 else std.mem.countScalar(u8, relative, '/') + 1;
+    // Each crumb links with a relative path of "../" steps, so the page works under any prefix;
+    // the last one is the page itself and is not a link (also when it is the root).
+    if (relative.len == 0) return w.writeAll("<span class=\"here\">/</span>");
+    var depth: usize = std.mem.countScalar(u8, relative, '/') + 1;
     try w.writeAll("<a href=\"");
     try writeUps(w, depth);
     try w.writeAll("\">/</a>");
-    if (relative.len == 0) return;
     var segments = std.mem.splitScalar(u8, relative, '/');
     while (segments.next()) |segment| {
         depth -= 1;
         try w.writeAll("<span class=\"sep\">›</span>");
         if (depth == 0) {
+            try w.writeAll("<span class=\"here\">");
             try writeHtml(w, segment);
+            try w.writeAll("</span>");
         } else {
             try w.writeAll("<a href=\"");
             try writeUps(w, depth);
@@ -113,7 +117,7 @@ fn writeBreadcrumbs(w: *std.Io.Writer, relative: []const u8) std.Io.Writer.Error
 }
 
 fn writeUps(w: *std.Io.Writer, depth: usize) std.Io.Writer.Error!void {
-    if (depth == 0) return w.writeAll("./");
+    std.debug.assert(depth > 0);
     for (0..depth) |_| try w.writeAll("../");
 }
 
@@ -166,13 +170,14 @@ pub fn writeSize(w: *std.Io.Writer, size: u64) std.Io.Writer.Error!void {
     }
 }
 
-/// "2026-11-22 03:21" (UTC).
+/// "2026-11-22 03:21" (UTC); day and time each in a span that does not break, so a narrow
+/// window wraps the cell between them only.
 fn writeDate(w: *std.Io.Writer, unix_seconds: i64) std.Io.Writer.Error!void {
     const epoch_seconds: std.time.epoch.EpochSeconds = .{ .secs = @intCast(std.math.clamp(unix_seconds, 0, 253402300799)) };
     const year_day = epoch_seconds.getEpochDay().calculateYearDay();
     const month_day = year_day.calculateMonthDay();
     const day_seconds = epoch_seconds.getDaySeconds();
-    try w.print("{d:0>4}-{d:0>2}-{d:0>2} {d:0>2}:{d:0>2}", .{
+    try w.print("<span>{d:0>4}-{d:0>2}-{d:0>2}</span> <span>{d:0>2}:{d:0>2}</span>", .{
         year_day.year,                 @backingInt(month_day.month),     month_day.day_index + 1,
         day_seconds.getHoursIntoDay(), day_seconds.getMinutesIntoHour(),
     });
@@ -210,8 +215,15 @@ test "listing: directories first, names escaped in text and encoded in links" {
     try std.testing.expect(std.mem.find(u8, html, "&lt;script&gt;&amp;&quot;&#39;.html") != null);
     try std.testing.expect(std.mem.find(u8, html, "href=\"./%3Cscript%3E%26%22%27.html\"") != null);
     try std.testing.expect(std.mem.find(u8, html, "href=\"./a%20dir/\"") != null);
-    try std.testing.expect(std.mem.find(u8, html, "1994-11-06 08:49") != null);
+    try std.testing.expect(std.mem.find(u8, html, "<span>1994-11-06</span> <span>08:49</span>") != null);
     try std.testing.expect(std.mem.find(u8, html, "<a href=\"../../\">/</a>") != null);
-    try std.testing.expect(std.mem.find(u8, html, "<a href=\"../\">x</a><span class=\"sep\">›</span>&lt;y&gt;") != null);
+    try std.testing.expect(std.mem.find(u8, html, "<a href=\"../\">x</a><span class=\"sep\">›</span><span class=\"here\">&lt;y&gt;</span>") != null);
     try std.testing.expect(std.mem.find(u8, html, "2 directories, 2 files") != null);
+
+    var root: std.Io.Writer.Allocating = .init(std.testing.allocator);
+    defer root.deinit();
+    try write(&root.writer, .{ .relative = "", .items = &items });
+    // The root page names itself without a link to itself, and has no parent row.
+    try std.testing.expect(std.mem.find(u8, root.written(), "<span class=\"label\">Index of</span><span class=\"here\">/</span></h1>") != null);
+    try std.testing.expect(std.mem.find(u8, root.written(), "Parent directory") == null);
 }
