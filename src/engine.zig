@@ -6,6 +6,7 @@ const Config = @import("Config.zig");
 const Worker = @import("Worker.zig");
 const Arena = @import("Arena.zig");
 const Connection = @import("Connection.zig");
+const SessionPool = @import("websocket/SessionPool.zig");
 
 pub const socket = @import("engine/socket.zig");
 pub const Epoll = @import("engine/Epoll.zig");
@@ -23,13 +24,17 @@ pub const Shared = struct {
     control: *Control,
     /// Connections being served by thread-based engines (bounded by `connections_max`).
     connections: std.atomic.Value(u32) = .init(0),
+    /// WebSocket sessions for the workers made here, which live shorter than the server (set
+    /// up by the server for thread-based engines when the handler declares `WebSocket`).
+    sessions: SessionPool = .{},
 
     /// Sets up a worker for one connection at a time.
-    pub fn initWorker(shared: *const Shared, worker: *Worker) !void {
+    pub fn initWorker(shared: *Shared, worker: *Worker) !void {
         try worker.init(shared.gpa, shared.config, shared.dispatch, .{
             .connections_max = 1,
             .large_buffers_max = 1,
             .budget = shared.budget,
+            .session_pool = if (shared.sessions.sessions.len > 0) &shared.sessions else null,
         });
     }
 

@@ -17,6 +17,8 @@ const ChatHandler = struct {
     opened: std.atomic.Value(u32) = .init(0),
     closed: std.atomic.Value(u32) = .init(0),
     last_close: std.atomic.Value(u16) = .init(0),
+    /// The first connection's handle, kept past its `onClose` (set once, under `mutex`).
+    first: ?websocket.Conn = null,
 
     pub fn handle(_: *ChatHandler, req: *saker.Request, res: *saker.Response) !void {
         if (req.isWebSocketUpgrade()) return res.upgradeWebSocket(req, .{ .subprotocols = &.{"chat"} });
@@ -43,12 +45,20 @@ const ChatHandler = struct {
                 slot.* = conn;
                 break;
             };
+            if (chat.first == null) chat.first = conn;
             _ = chat.opened.fetchAdd(1, .release);
         }
 
         pub fn onMessage(chat: *ChatHandler, conn: websocket.Conn, message: websocket.Message) !void {
             if (std.mem.startsWith(u8, message.data, "broadcast:")) {
                 _ = chat.broadcast(message.data);
+            } else if (std.mem.eql(u8, message.data, "stale?")) {
+                // From this connection's engine thread, through the first connection's handle.
+                chat.mutex.lock();
+                const first = chat.first.?;
+                chat.mutex.unlock();
+                first.send(.text, "leaked") catch |err| return conn.send(.text, @errorName(err));
+                try conn.send(.text, "sent");
             } else {
                 try conn.send(message.kind, message.data);
             }
@@ -360,6 +370,49 @@ fn wakeBlocking(kind: saker.engine.Kind) !void {
     try sendFrame(&client, true, 0x8, close.payload[0..2]);
     try testing.expect(try client.isClosed());
     running.stopServer();
+}
+
+test "websocket: a handle kept past onClose is refused on every engine, also once its memory is reused" {
+    for (engines) |kind| try staleHandle(kind);
+}
+
+fn staleHandle(kind: saker.engine.Kind) !void {
+    errdefer std.debug.print("engine {t}\n", .{kind});
+    const running = try Running.start(kind, .{});
+    defer running.stop();
+    {
+        var client = try open(running.server.port(), "");
+        defer client.close();
+        try waitFor(&running.handler.opened, 1);
+        try sendFrame(&client, true, 0x8, &.{ 0x03, 0xe8 });
+        const close = try readFrame(&client);
+        defer close.deinit();
+        try testing.expectEqual(@as(u16, 1000), closeCode(close));
+        try testing.expect(try client.isClosed());
+    }
+    try waitFor(&running.handler.closed, 1);
+    // Thread-based engines: the connection's thread (and its worker) is gone.
+    for (0..500) |_| {
+        if (running.server.shared.connections.load(.acquire) == 0) break;
+        try testing.io.sleep(.fromMilliseconds(10), .awake);
+    } else return error.Timeout;
+    const stale = running.handler.first.?;
+    // From a thread that is no engine's.
+    try testing.expectError(error.Closed, stale.send(.text, "late"));
+    try testing.expectError(error.Closed, stale.ping("late"));
+    stale.close(.normal, "late");
+    try testing.expectEqual(@as(?*anyopaque, null), stale.userData());
+    try testing.expectEqual(@as(?[]const u8, null), stale.subprotocol());
+    // A later connection (which may reuse the session, the thread and the worker's memory):
+    // from its callback, the old handle is still refused, and nothing reaches the client.
+    var client = try open(running.server.port(), "Sec-WebSocket-Protocol: chat\r\n");
+    defer client.close();
+    try waitFor(&running.handler.opened, 2);
+    try testing.expectError(error.Closed, stale.send(.text, "late"));
+    try sendFrame(&client, true, 0x1, "stale?");
+    try expectFrame(&client, 0x1, "Closed");
+    try sendFrame(&client, true, 0x1, "still here");
+    try expectFrame(&client, 0x1, "still here");
 }
 
 test "websocket: a client that does not read is cut off when its send queue is full" {
