@@ -48,7 +48,7 @@ pub fn ping(conn: Conn, payload: []const u8) SendError!void {
 /// `linger_timeout_ms`). Does nothing if the connection is already closing or closed.
 /// A code that must not appear in a close frame (RFC 6455 §7.4.1: 1005, 1006, 1015, the
 /// client-only 1010, anything outside 1000-1014 and 3000-4999; see `CloseCode.isSendable`)
-/// is sent as 1000.
+/// is sent as 1000. A reason that is not UTF-8 is left out.
 pub fn close(conn: Conn, code: websocket.CloseCode, reason: []const u8) void {
     conn.session.requestClose(conn.generation, code, reason);
 }

@@ -862,9 +862,10 @@ fn markOverflow(s: *Session) void {
 }
 
 /// `Conn.close`: handled on the engine thread (now, if this is the session's own callback).
-/// A code a server may not send (`CloseCode.isSendable`) becomes 1000.
+/// A code a server may not send (`CloseCode.isSendable`) becomes 1000; a reason that is not
+/// UTF-8 is left out.
 pub fn requestClose(s: *Session, generation: u32, code: CloseCode, reason: []const u8) void {
-    const cut = utf8Prefix(reason, reason_bytes_max);
+    const cut = if (Utf8Validator.validate(reason)) utf8Prefix(reason, reason_bytes_max) else "";
     const sent: CloseCode = if (CloseCode.isSendable(@backingInt(code))) code else .normal;
     s.mutex.lock();
     if (!s.live(generation)) return s.mutex.unlock();
