@@ -227,9 +227,9 @@ fn clientFrames(comptime frames: []const struct { b0: u8, payload: []const u8 })
 const websocket_corpus = [_][]const u8{
     entry(clientFrames(&.{ .{ .b0 = 0x81, .payload = "Hello" }, .{ .b0 = 0x88, .payload = "\x03\xe8bye" } })),
     entry(clientFrames(&.{
-        .{ .b0 = 0x01, .payload = "Hel" },  .{ .b0 = 0x89, .payload = "ping" },
-        .{ .b0 = 0x80, .payload = "lo" },   .{ .b0 = 0x82, .payload = "\x00\xff" },
-        .{ .b0 = 0x8a, .payload = "" },     .{ .b0 = 0x88, .payload = "" },
+        .{ .b0 = 0x01, .payload = "Hel" }, .{ .b0 = 0x89, .payload = "ping" },
+        .{ .b0 = 0x80, .payload = "lo" },  .{ .b0 = 0x82, .payload = "\x00\xff" },
+        .{ .b0 = 0x8a, .payload = "" },    .{ .b0 = 0x88, .payload = "" },
     })),
     // RFC 7692 §7.2.3.1 and §7.2.3.2, compressed (RSV1), then fragmented.
     entry(clientFrames(&.{

@@ -8,7 +8,8 @@
 //! frame rules, fragmentation order, `websocket_message_bytes_max`); a whole unfragmented
 //! message that fits the receive buffer is unmasked in place and handed over without a copy;
 //! other messages are gathered in a heap buffer charged to the worker's memory budget. Text is
-//! validated as it arrives, so invalid UTF-8 fails at once (1007).
+//! validated as its bytes arrive (also before a frame is whole), so invalid UTF-8 fails at
+//! once (1007); compressed text is validated as it is inflated, once its message is whole.
 //!
 //! Sending: frame headers go into the exchange's send buffer next to small payloads (so a batch
 //! of frames is one iovec and one writev); large payloads that live until the batch is sent
