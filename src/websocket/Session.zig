@@ -186,7 +186,8 @@ pub fn init(s: *Session, worker: *Worker) void {
     s.subprotocol = null;
     s.user_data = null;
     s.mutex.unlock();
-    // Under the worker's wake lock, and already off any wake list (`release`).
+    // The wake-list links belong to the worker's wake lock; `release` took the session off
+    // any list, and a stale handle never queues it (the generation refuses it first).
     assert(!s.wake_queued);
     s.wake_next = null;
     // The engine thread's own state.
