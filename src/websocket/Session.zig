@@ -507,6 +507,9 @@ fn finishMessage(s: *Session, x: *Exchange) void {
         var sink: InflateSink = .{ .session = s, .utf8 = if (kind == .text) &s.message.utf8 else null };
         const limit = s.worker.config.websocket_message_bytes_max;
         const len = s.buffer.items.len;
+        // Room for the tail the decompressor appends: growing as bytes came made it, but a
+        // message with no payload bytes at all never grew the buffer.
+        s.grow(&s.buffer, Deflate.tail.len) catch return s.fail(x, .internal_error, "out of memory for messages");
         s.deflate.?.decompress(s.buffer.allocatedSlice(), len, limit, &sink) catch |err| return switch (err) {
             error.TooLarge => s.fail(x, .message_too_big, "message inflates past websocket_message_bytes_max"),
             error.InvalidData => s.fail(x, .invalid_payload, "invalid compressed data"),

@@ -531,3 +531,18 @@ test "Session: reusing a session waits for a stale handle that holds its lock" {
     again.mutex.unlock();
     fixture.worker.releaseSession(again);
 }
+
+test "Session: a compressed message with no payload bytes at all is refused (1007), not a crash" {
+    var input: std.ArrayList(u8) = .empty;
+    defer input.deinit(testing.allocator);
+    try input.appendSlice(testing.allocator, handshake_request ++ "Sec-WebSocket-Extensions: permessage-deflate\r\n\r\n");
+    // RSV1 with an empty payload: with the tail appended it is 00 00 FF FF, a stored block
+    // header without its length check (a sender's empty message is at least the byte 00).
+    try clientFrame(&input, .{ .rsv = 0b100, .opcode = 0x1, .payload = "" });
+    var expected: std.ArrayList(u8) = .empty;
+    defer expected.deinit(testing.allocator);
+    try expected.appendSlice(testing.allocator, handshake_response ++ "Sec-WebSocket-Extensions: permessage-deflate\r\n\r\n");
+    const reason = "invalid compressed data";
+    try serverFrame(&expected, .close, closePayload(1007, reason)[0 .. 2 + reason.len]);
+    try expectConversation(.{}, input.items, expected.items, .{ .close_code = .invalid_payload });
+}
