@@ -187,7 +187,7 @@ pub fn build(b: *std.Build) void {
     test_step.dependOn(compile_error_step);
 
     // Fuzzing: the fuzz targets alone, built for speed. `./zigw build fuzz --fuzz=1M`
-    // fuzzes; without --fuzz it replays the corpus.
+    // fuzzes; without --fuzz it replays the corpus. `-Dtest-filter` picks targets.
     const fuzz_tests = b.addTest(.{
         .name = "fuzz",
         .root_module = b.createModule(.{
@@ -195,7 +195,7 @@ pub fn build(b: *std.Build) void {
             .target = target,
             .optimize = .ReleaseFast,
         }),
-        .filters = &.{"fuzz:"},
+        .filters = if (test_filters.len > 0) test_filters else &.{"fuzz:"},
     });
     const fuzz_run = b.addRunArtifact(fuzz_tests);
     fuzz_run.has_side_effects = true;

@@ -492,6 +492,11 @@ pub fn Server(comptime Handler: type) type {
                 .budget = &server.budget,
                 .control = &server.control,
             };
+            if (server.shared.dispatch.websocket != null and server.workersPerConnection()) {
+                // Outlives the connection threads, so a kept `Conn` stays safe to call.
+                try server.shared.sessions.init(server.config.connections_max);
+            }
+            errdefer server.shared.sessions.deinit();
             const count = server.listeners.len;
             const per_listener_workers = switch (server.config.engine) {
                 .epoll, .blocking, .io_uring => count,
@@ -622,6 +627,16 @@ pub fn Server(comptime Handler: type) type {
             const abandoned = server.workers.len > 0 and server.workers[0].abandoned;
             if (!abandoned) server.gpa.free(server.workers);
             server.workers = &.{};
+            // Connection threads that outlived the shutdown may still use their sessions.
+            if (server.control.connections.load(.acquire) == 0) server.shared.sessions.deinit();
+        }
+
+        /// Whether the engine makes its workers per thread (which end before the server).
+        fn workersPerConnection(server: *const ServerOfHandler) bool {
+            return switch (server.config.engine) {
+                .thread_per_connection, .worker_pool => true,
+                .blocking, .epoll, .io_uring => false,
+            };
         }
     };
 }

@@ -64,8 +64,11 @@ requests_total: u64 = 0,
 
 /// WebSocket sessions, one per connection at most (touched only when first handed out). The
 /// memory stays mapped while the worker lives, so a stale `Conn` handle never points at
-/// freed memory.
+/// freed memory. Empty when `session_pool` is set.
 sessions: []Session,
+/// Where sessions come from when the worker lives shorter than the server (thread-based
+/// engines): the server's pool, so a `Conn` kept past the connection's thread stays safe.
+session_pool: ?*websocket.SessionPool = null,
 sessions_touched: u32 = 0,
 free_sessions: ?*Session = null,
 sessions_busy: u32 = 0,
@@ -161,6 +164,9 @@ pub const Options = struct {
     large_buffers_max: u32,
     /// The server-wide heap budget.
     budget: *Arena.Budget,
+    /// Take WebSocket sessions from this pool (which outlives the worker) instead of owning
+    /// them.
+    session_pool: ?*websocket.SessionPool = null,
 };
 
 /// Reserves the pools. Memory is mapped, not touched.
@@ -181,7 +187,8 @@ pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, disp
     errdefer mapped.free(exchange_memory);
     const large_memory = try mapped.alloc(u8, @as(usize, options.large_buffers_max) * config.header_bytes_max);
     errdefer mapped.free(large_memory);
-    const sessions = try mapped.alloc(Session, if (dispatch.websocket != null) connections_max else 0);
+    const own_sessions = dispatch.websocket != null and options.session_pool == null;
+    const sessions = try mapped.alloc(Session, if (own_sessions) connections_max else 0);
     errdefer mapped.free(sessions);
     var wake_fd: std.os.linux.fd_t = -1;
     if (dispatch.websocket != null) {
@@ -199,6 +206,7 @@ pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, disp
         .exchange_memory = exchange_memory,
         .large_memory = large_memory,
         .sessions = sessions,
+        .session_pool = options.session_pool,
         .websocket_wake_fd = wake_fd,
     };
 }
@@ -320,13 +328,15 @@ pub fn releaseLarge(worker: *Worker, buffer: []u8) void {
 
 /// Hands out a WebSocket session, or null when all are in use.
 pub fn acquireSession(worker: *Worker) ?*Session {
-    const session = if (worker.free_sessions) |free| blk: {
+    const session = if (worker.session_pool) |pool|
+        pool.acquire() orelse return null
+    else if (worker.free_sessions) |free| blk: {
         worker.free_sessions = free.next_free;
         break :blk free;
     } else blk: {
         if (worker.sessions_touched == worker.sessions.len) return null;
         const session = &worker.sessions[worker.sessions_touched];
-        session.generation = 0;
+        session.* = .{ .worker = worker };
         worker.sessions_touched += 1;
         break :blk session;
     };
@@ -338,9 +348,10 @@ pub fn acquireSession(worker: *Worker) ?*Session {
 /// Takes a session back.
 pub fn releaseSession(worker: *Worker, session: *Session) void {
     assert(worker.sessions_busy > 0);
+    worker.sessions_busy -= 1;
+    if (worker.session_pool) |pool| return pool.release(session);
     session.next_free = worker.free_sessions;
     worker.free_sessions = session;
-    worker.sessions_busy -= 1;
 }
 
 /// Hands out a permessage-deflate state (made on first use), or null when

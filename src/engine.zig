@@ -7,6 +7,7 @@ const Config = @import("Config.zig");
 const Worker = @import("Worker.zig");
 const Arena = @import("Arena.zig");
 const Connection = @import("Connection.zig");
+const SessionPool = @import("websocket/SessionPool.zig");
 
 const log = std.log.scoped(.saker);
 
@@ -24,13 +25,17 @@ pub const Shared = struct {
     dispatch: Worker.Dispatch,
     budget: *Arena.Budget,
     control: *Control,
+    /// WebSocket sessions for the workers made here, which live shorter than the server (set
+    /// up by the server for thread-based engines when the handler declares `WebSocket`).
+    sessions: SessionPool = .{},
 
     /// Sets up a worker for one connection at a time.
-    pub fn initWorker(shared: *const Shared, worker: *Worker) !void {
+    pub fn initWorker(shared: *Shared, worker: *Worker) !void {
         try worker.init(shared.gpa, shared.config, shared.dispatch, .{
             .connections_max = 1,
             .large_buffers_max = 1,
             .budget = shared.budget,
+            .session_pool = if (shared.sessions.sessions.len > 0) &shared.sessions else null,
         });
     }
 

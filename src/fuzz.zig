@@ -1,12 +1,19 @@
 //! Fuzz targets for everything that reads bytes from the network: the request parser, the
-//! chunked decoder and a whole connection. Each checks a property, not just "no crash":
+//! chunked decoder, a whole connection, the WebSocket frame parser and a WebSocket session.
+//! Each checks a property, not just "no crash":
 //! - the parser gives the same answer however its input is split;
 //! - the decoder gives the same bytes (or error) however its input is split;
 //! - a connection fed any bytes, cut anywhere, writes a well-framed sequence of responses,
-//!   terminates, and returns every buffer.
+//!   terminates, and returns every buffer;
+//! - the frame header parser needs more bytes for every proper prefix of a header and then
+//!   gives the same header;
+//! - a WebSocket session (with or without permessage-deflate) fed any frames, cut anywhere,
+//!   answers with well-formed server frames (at most one close, last, with a code allowed on
+//!   the wire), terminates, and returns every buffer.
 //! `zig build test` replays the corpus below once per entry; `zig build fuzz --fuzz=N` fuzzes
 //! (ReleaseFast; a failure prints the input and saves it under .zig-cache/f/).
 const std = @import("std");
+const assert = std.debug.assert;
 const testing = std.testing;
 const http = @import("http.zig");
 const RequestParser = @import("http1/RequestParser.zig");
@@ -17,6 +24,8 @@ const Arena = @import("Arena.zig");
 const Request = @import("Request.zig");
 const Response = @import("Response.zig");
 const Simulation = @import("testing/Simulation.zig");
+const websocket = @import("websocket.zig");
+const frame = websocket.frame;
 
 /// A corpus entry for a target that starts with `smith.slice`: a little-endian u32 length,
 /// then the bytes.
@@ -197,4 +206,175 @@ fn fuzzConnection(_: void, smith: *testing.Smith) anyerror!void {
 
 test "fuzz: a connection fed any bytes writes well-framed responses and frees everything" {
     try testing.fuzz({}, fuzzConnection, .{ .corpus = &request_corpus });
+}
+
+/// Masked client frames (mask 37 fa 21 3d), as a corpus entry's bytes.
+fn clientFrames(comptime frames: []const struct { b0: u8, payload: []const u8 }) []const u8 {
+    comptime {
+        var out: []const u8 = "";
+        for (frames) |f| {
+            const len = f.payload.len;
+            assert(len < 126);
+            const mask = [4]u8{ 0x37, 0xfa, 0x21, 0x3d };
+            var masked: [len]u8 = undefined;
+            for (&masked, f.payload, 0..) |*m, byte, i| m.* = byte ^ mask[i % 4];
+            out = out ++ [_]u8{ f.b0, 0x80 | len } ++ mask ++ masked;
+        }
+        return out;
+    }
+}
+
+const websocket_corpus = [_][]const u8{
+    entry(clientFrames(&.{ .{ .b0 = 0x81, .payload = "Hello" }, .{ .b0 = 0x88, .payload = "\x03\xe8bye" } })),
+    entry(clientFrames(&.{
+        .{ .b0 = 0x01, .payload = "Hel" }, .{ .b0 = 0x89, .payload = "ping" },
+        .{ .b0 = 0x80, .payload = "lo" },  .{ .b0 = 0x82, .payload = "\x00\xff" },
+        .{ .b0 = 0x8a, .payload = "" },    .{ .b0 = 0x88, .payload = "" },
+    })),
+    // RFC 7692 §7.2.3.1 and §7.2.3.2, compressed (RSV1), then fragmented.
+    entry(clientFrames(&.{
+        .{ .b0 = 0xc1, .payload = "\xf2\x48\xcd\xc9\xc9\x07\x00" },
+        .{ .b0 = 0x41, .payload = "\xf2\x00" },
+        .{ .b0 = 0x80, .payload = "\x11\x00\x00" },
+    })),
+    entry(clientFrames(&.{ .{ .b0 = 0x81, .payload = "\xce\xba\xe1\xbd\xb9\xcf\x83\xce\xbc\xce\xb5" }, .{ .b0 = 0x81, .payload = "\xed\xa0\x80" } })),
+    entry(clientFrames(&.{ .{ .b0 = 0x88, .payload = "\x03\xed" }, .{ .b0 = 0x83, .payload = "" } })),
+    entry("\x82\xfe\x01\x00\x37\xfa\x21\x3d" ++ @as([40]u8, @splat(0x4f))),
+    entry("\x81\x05Hello\x81\xff\x80\x00\x00\x00\x00\x00\x00\x00"),
+    // The handler closes with a code made from the length: 655 must go out as 1000.
+    entry(clientFrames(&.{.{ .b0 = 0x81, .payload = "close" }})), // Found by the fuzzer: (the raw input, with its length and seed).
+    "\x9b\x00\x00\x00\xc2\x80\xd9\xf5\x5e\xbe\x41\xd4\xc1\x87\x37\xfa\xf4\xf3\xae\x05\x41\x9c\xe3\xeb" ++
+        "\xe4\x66\xe5\x00\x2a\xa6\x30\xb2\x1c\x55\xe5\x1a\x05\x4f\xa7\x95\x86\xfb\xa7\xab\xca\xc2\x80\xd9" ++
+        "\xf5\x5e\xbe\x41\xd4\xe3\x1b\xb5\x90\x92\x15\x14\x27\xf4\xb5\xa5\x48\x52\xa3\xf4\x5c\xe4\x80\x98" ++
+        "\x8e\xfe\x8b\xb9\x67\x1f\xb0\x8c\x8c\x4e\xf7\xa3\x08\xeb\xe7\xdb\xd6\xbf\xf8\x7c\xa7\x9b\x0c\x7e" ++
+        "\x8b\x4f\x3a\xd4\xf5\x90\xe0\x4a\x21\x3d\xc5\xb2\xec\xf4\xfe\xfd\x21\x41\x82\x37\xfa\x21\x3d\xc5" ++
+        "\xfa\x80\x75\x77\xba\xd8\x53\x5d\xa5\x5b\x1c\xce\xc8\x0f\xfe\x09\xa5\x2d\xaa\xf7\x83\x64\xfe\x28" ++
+        "\x78\x66\x91\xf8\x63\x9d\xcf\x57\xaf\x20\xd0\xf8\x68\x4d\x54\x25\xca\x9b\xf0\x15\xa0\x9d\x42",
+};
+
+fn fuzzFrameHeader(_: void, smith: *testing.Smith) anyerror!void {
+    var buffer: [frame.header_bytes_max + 2]u8 = undefined;
+    const input = buffer[0..smith.slice(&buffer)];
+    const whole = frame.parseHeader(input) catch |err| {
+        try testing.expectEqual(error.LengthTooLarge, err);
+        return;
+    };
+    const parsed = whole orelse {
+        // Not enough: neither is any prefix.
+        for (0..input.len) |n| try testing.expectEqual(@as(?frame.Parsed, null), try frame.parseHeader(input[0..n]));
+        return;
+    };
+    try testing.expect(parsed.len >= 2 and parsed.len <= frame.header_bytes_max and parsed.len <= input.len);
+    for (0..parsed.len) |n| try testing.expectEqual(@as(?frame.Parsed, null), try frame.parseHeader(input[0..n]));
+    try testing.expectEqual(parsed, (try frame.parseHeader(input[0..parsed.len])).?);
+    try testing.expect(parsed.header.payload_len >> 63 == 0);
+}
+
+test "fuzz: the WebSocket frame header parser needs every byte of a header, then agrees with itself" {
+    try testing.fuzz({}, fuzzFrameHeader, .{ .corpus = &websocket_corpus });
+}
+
+const WebSocketEcho = struct {
+    fn handle(_: *anyopaque, req: *Request, res: *Response) anyerror!void {
+        if (req.isWebSocketUpgrade()) return res.upgradeWebSocket(req, .{});
+        res.setBody("not a websocket");
+    }
+
+    fn onMessage(_: *anyopaque, conn: websocket.Conn, message: websocket.Message) anyerror!void {
+        // Any code (a forbidden one goes out as 1000), and a reason that may be too long.
+        if (std.mem.startsWith(u8, message.data, "close")) return conn.close(@fromBackingInt(@as(u16, @truncate(message.data.len *% 131))), message.data);
+        try conn.send(message.kind, message.data);
+    }
+
+    const callbacks: websocket.Callbacks = .{
+        .onOpen = null,
+        .onMessage = onMessage,
+        .onClose = null,
+        .onPing = null,
+        .onPong = null,
+    };
+};
+
+/// Checks that `output` is a sequence of server frames: unmasked, known opcodes, RSV1 only on
+/// the first frame of a data message and only with `deflate`, control frames whole and short,
+/// at most one close frame and nothing after it, close codes allowed on the wire and reasons
+/// UTF-8, uncompressed text UTF-8.
+fn expectServerFrames(output: []const u8, deflate: bool) !void {
+    var rest = output;
+    var closed = false;
+    while (rest.len > 0) {
+        try testing.expect(!closed); // nothing follows a close frame
+        const parsed = (try frame.parseHeader(rest)) orelse return error.TestTruncatedFrame;
+        const h = parsed.header;
+        try testing.expect(h.mask == null and !h.rsv2 and !h.rsv3 and h.opcode.isKnown());
+        try testing.expect(rest.len - parsed.len >= h.payload_len);
+        const payload = rest[parsed.len..][0..@intCast(h.payload_len)];
+        rest = rest[parsed.len + payload.len ..];
+        if (h.opcode.isControl()) {
+            try testing.expect(h.fin and !h.rsv1 and payload.len <= frame.control_payload_bytes_max);
+        } else {
+            try testing.expect(h.opcode != .continuation); // the server never fragments
+            if (h.rsv1) try testing.expect(deflate);
+            if (h.opcode == .text and !h.rsv1) try testing.expect(std.unicode.utf8ValidateSlice(payload));
+        }
+        if (h.opcode == .close) {
+            closed = true;
+            try testing.expect(payload.len != 1);
+            if (payload.len >= 2) {
+                try testing.expect(websocket.CloseCode.isValidOnWire(std.mem.readInt(u16, payload[0..2], .big)));
+                try testing.expect(std.unicode.utf8ValidateSlice(payload[2..]));
+            }
+        }
+    }
+}
+
+fn fuzzWebSocketSession(_: void, smith: *testing.Smith) anyerror!void {
+    var buffer: [4096]u8 = undefined;
+    const frames = buffer[0..smith.slice(&buffer)];
+    const seed = smith.value(u64);
+    const deflate = seed & 1 == 1;
+    const request = "GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" ++
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n";
+    const offer = "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n";
+    var input_buffer: [request.len + offer.len + 2 + buffer.len]u8 = undefined;
+    var input: std.ArrayList(u8) = .initBuffer(&input_buffer);
+    input.appendSliceAssumeCapacity(request);
+    if (deflate) input.appendSliceAssumeCapacity(offer);
+    input.appendSliceAssumeCapacity("\r\n");
+    input.appendSliceAssumeCapacity(frames);
+    const config: Config = .{
+        .recv_buffer_bytes = 1024,
+        .send_buffer_bytes = 2048,
+        .arena_bytes = 1024,
+        .websocket_message_bytes_max = 3000,
+        .websocket_send_queue_bytes_max = 8192,
+    };
+    const budget_bytes = 1 << 22;
+    var budget: Arena.Budget = .init(budget_bytes);
+    var context: u8 = 0;
+    var worker: Worker = undefined;
+    try worker.init(testing.allocator, &config, .{ .context = &context, .handle = WebSocketEcho.handle, .websocket = &WebSocketEcho.callbacks }, .{
+        .connections_max = 1,
+        .large_buffers_max = 1,
+        .budget = &budget,
+    });
+    defer worker.deinit();
+    Worker.current = &worker;
+    defer Worker.current = null;
+    worker.date.update(784111777);
+    const result = try Simulation.run(testing.allocator, &worker, input.items, .{ .cuts = .{ .random = .{ .seed = seed >> 1, .max = 97 } } });
+    defer testing.allocator.free(result.output);
+    try testing.expect(std.mem.startsWith(u8, result.output, "HTTP/1.1 101 Switching Protocols\r\n"));
+    const head_end = (std.mem.find(u8, result.output, "\r\n\r\n") orelse return error.TestUnframed) + 4;
+    const agreed = std.mem.find(u8, result.output[0..head_end], "permessage-deflate") != null;
+    try testing.expectEqual(deflate, agreed);
+    try expectServerFrames(result.output[head_end..], deflate);
+    try testing.expectEqual(@as(u32, 0), worker.exchanges_busy);
+    try testing.expectEqual(@as(u32, 0), worker.sessions_busy);
+    try testing.expectEqual(@as(u32, 0), worker.deflates_busy);
+    try testing.expectEqual(@as(u64, budget_bytes), budget.remaining.load(.monotonic));
+}
+
+test "fuzz: a WebSocket session fed any frames, cut anywhere, answers with well-formed frames and frees everything" {
+    try testing.fuzz({}, fuzzWebSocketSession, .{ .corpus = &websocket_corpus });
 }

@@ -13,6 +13,7 @@ pub const Deflate = @import("websocket/Deflate.zig");
 pub const Session = @import("websocket/Session.zig");
 pub const Conn = @import("websocket/Conn.zig");
 pub const Outbox = @import("websocket/Outbox.zig");
+pub const SessionPool = @import("websocket/SessionPool.zig");
 
 /// A whole message as the handler receives it (fragments already joined, decompressed, and
 /// text already checked to be UTF-8).
@@ -63,6 +64,12 @@ pub const CloseCode = enum(u16) {
             else => false,
         };
     }
+
+    /// Whether this server may put the code in a close frame it starts: one valid on the wire
+    /// except 1010, which only a client sends (§7.4.1).
+    pub fn isSendable(code: u16) bool {
+        return isValidOnWire(code) and code != @backingInt(CloseCode.mandatory_extension);
+    }
 };
 
 /// How a handler accepts an upgrade: `res.upgradeWebSocket(req, options)`.
@@ -95,6 +102,10 @@ test {
 test "CloseCode: codes a peer may send" {
     for ([_]u16{ 1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 3000, 3999, 4000, 4999 }) |code|
         try std.testing.expect(CloseCode.isValidOnWire(code));
-    for ([_]u16{ 0, 999, 1004, 1005, 1006, 1015, 1016, 1100, 2000, 2999, 5000 }) |code|
+    for ([_]u16{ 0, 999, 1004, 1005, 1006, 1015, 1016, 1100, 2000, 2999, 5000 }) |code| {
         try std.testing.expect(!CloseCode.isValidOnWire(code));
+        try std.testing.expect(!CloseCode.isSendable(code));
+    }
+    try std.testing.expect(!CloseCode.isSendable(1010));
+    try std.testing.expect(CloseCode.isSendable(1000) and CloseCode.isSendable(4999));
 }

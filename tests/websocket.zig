@@ -17,6 +17,8 @@ const ChatHandler = struct {
     opened: std.atomic.Value(u32) = .init(0),
     closed: std.atomic.Value(u32) = .init(0),
     last_close: std.atomic.Value(u16) = .init(0),
+    /// The first connection's handle, kept past its `onClose` (set once, under `mutex`).
+    first: ?websocket.Conn = null,
 
     pub fn handle(_: *ChatHandler, req: *saker.Request, res: *saker.Response) !void {
         if (req.isWebSocketUpgrade()) return res.upgradeWebSocket(req, .{ .subprotocols = &.{"chat"} });
@@ -43,12 +45,20 @@ const ChatHandler = struct {
                 slot.* = conn;
                 break;
             };
+            if (chat.first == null) chat.first = conn;
             _ = chat.opened.fetchAdd(1, .release);
         }
 
         pub fn onMessage(chat: *ChatHandler, conn: websocket.Conn, message: websocket.Message) !void {
             if (std.mem.startsWith(u8, message.data, "broadcast:")) {
                 _ = chat.broadcast(message.data);
+            } else if (std.mem.eql(u8, message.data, "stale?")) {
+                // From this connection's engine thread, through the first connection's handle.
+                chat.mutex.lock();
+                const first = chat.first.?;
+                chat.mutex.unlock();
+                first.send(.text, "leaked") catch |err| return conn.send(.text, @errorName(err));
+                try conn.send(.text, "sent");
             } else {
                 try conn.send(message.kind, message.data);
             }
@@ -362,6 +372,49 @@ fn wakeBlocking(kind: saker.engine.Kind) !void {
     running.stopServer();
 }
 
+test "websocket: a handle kept past onClose is refused on every engine, also once its memory is reused" {
+    for (engines) |kind| try staleHandle(kind);
+}
+
+fn staleHandle(kind: saker.engine.Kind) !void {
+    errdefer std.debug.print("engine {t}\n", .{kind});
+    const running = try Running.start(kind, .{});
+    defer running.stop();
+    {
+        var client = try open(running.server.port(), "");
+        defer client.close();
+        try waitFor(&running.handler.opened, 1);
+        try sendFrame(&client, true, 0x8, &.{ 0x03, 0xe8 });
+        const close = try readFrame(&client);
+        defer close.deinit();
+        try testing.expectEqual(@as(u16, 1000), closeCode(close));
+        try testing.expect(try client.isClosed());
+    }
+    try waitFor(&running.handler.closed, 1);
+    // Thread-based engines: the connection's thread (and its worker) is gone.
+    for (0..500) |_| {
+        if (running.server.shared.connections.load(.acquire) == 0) break;
+        try testing.io.sleep(.fromMilliseconds(10), .awake);
+    } else return error.Timeout;
+    const stale = running.handler.first.?;
+    // From a thread that is no engine's.
+    try testing.expectError(error.Closed, stale.send(.text, "late"));
+    try testing.expectError(error.Closed, stale.ping("late"));
+    stale.close(.normal, "late");
+    try testing.expectEqual(@as(?*anyopaque, null), stale.userData());
+    try testing.expectEqual(@as(?[]const u8, null), stale.subprotocol());
+    // A later connection (which may reuse the session, the thread and the worker's memory):
+    // from its callback, the old handle is still refused, and nothing reaches the client.
+    var client = try open(running.server.port(), "Sec-WebSocket-Protocol: chat\r\n");
+    defer client.close();
+    try waitFor(&running.handler.opened, 2);
+    try testing.expectError(error.Closed, stale.send(.text, "late"));
+    try sendFrame(&client, true, 0x1, "stale?");
+    try expectFrame(&client, 0x1, "Closed");
+    try sendFrame(&client, true, 0x1, "still here");
+    try expectFrame(&client, 0x1, "still here");
+}
+
 test "websocket: a client that does not read is cut off when its send queue is full" {
     // worker_pool parks a connection waiting for room to write, as the event engines do.
     for ([_]saker.engine.Kind{ .epoll, .io_uring, .worker_pool }) |kind| try slowReader(kind);
@@ -369,7 +422,10 @@ test "websocket: a client that does not read is cut off when its send queue is f
 
 fn slowReader(kind: saker.engine.Kind) !void {
     errdefer std.debug.print("engine {t}\n", .{kind});
-    const running = try Running.start(kind, .{ .websocket_send_queue_bytes_max = 64 * 1024, .write_timeout_ms = 500 });
+    // The write timeout is long enough that the full queue (1008) always comes first: the
+    // test thread fills the socket buffers and the 64 KiB queue within its 2000 sends, and
+    // the client's close at the end ends the stuck connection, not the timeout.
+    const running = try Running.start(kind, .{ .websocket_send_queue_bytes_max = 64 * 1024, .write_timeout_ms = 20_000 });
     defer running.stop();
     var client = try open(running.server.port(), "");
     defer client.close();
@@ -384,8 +440,7 @@ fn slowReader(kind: saker.engine.Kind) !void {
     }
     try testing.expect(refused);
     try waitFor(&running.handler.closed, 1);
-    const code = running.handler.last_close.load(.acquire);
-    try testing.expect(code == 1008 or code == 1006);
+    try testing.expectEqual(@as(u16, 1008), running.handler.last_close.load(.acquire));
 }
 
 test "websocket: an upgrade accepted by a handler on the handler pool" {
@@ -404,12 +459,20 @@ test "websocket: an upgrade accepted by a handler on the handler pool" {
     }
 }
 
-test "Autobahn|Testsuite: cases 1-7, 9 and 10 against ws-echo, 0 failed, 0 unclean" {
-    // The whole suite (with the permessage-deflate cases 12 and 13) takes some 15 minutes and
-    // runs from `tests/autobahn/run`; this subset fits the test budget.
+/// Cases 1-7, 9 and 10 (everything but permessage-deflate), and a sample of the deflate
+/// cases 12 and 13: small and fragmented messages with the default offer, and the first case
+/// of every other offer (no context takeover, window bits 8 and 15, several offers at once).
+const autobahn_ci_cases = "1.*,2.*,3.*,4.*,5.*,6.*,7.*,9.*,10.*," ++
+    "12.1.1,12.1.2,12.1.3,12.1.4,12.1.5,12.1.11,12.1.12," ++
+    "13.1.1,13.1.2,13.1.3,13.1.4,13.1.5,13.1.11,13.1.12," ++
+    "13.2.1,13.3.1,13.4.1,13.5.1,13.6.1,13.7.1";
+
+test "Autobahn|Testsuite: cases 1-7, 9, 10 and a sample of 12 and 13 against ws-echo, all passed" {
+    // The whole suite takes some 15 minutes, nearly all of it the larger permessage-deflate
+    // cases, and runs from `tests/autobahn/run`; this subset fits the test budget.
     const build_options = @import("build_options");
     const result = try std.process.run(testing.allocator, testing.io, .{
-        .argv = &.{ build_options.autobahn_script, "--optimize", "Debug", "--cases", "1.*,2.*,3.*,4.*,5.*,6.*,7.*,9.*,10.*" },
+        .argv = &.{ build_options.autobahn_script, "--optimize", "Debug", "--cases", autobahn_ci_cases },
         .stdout_limit = .limited(1 << 20),
         .stderr_limit = .limited(1 << 20),
     });
@@ -417,5 +480,6 @@ test "Autobahn|Testsuite: cases 1-7, 9 and 10 against ws-echo, 0 failed, 0 uncle
     defer testing.allocator.free(result.stderr);
     errdefer std.debug.print("{s}\n{s}\n", .{ result.stdout, result.stderr });
     try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, result.term);
-    try testing.expect(std.mem.endsWith(u8, std.mem.trimEnd(u8, result.stdout, "\n"), " passed, 0 failed"));
+    try testing.expect(std.mem.find(u8, result.stdout, "autobahn: 321 of 321 cases run") != null);
+    try testing.expect(std.mem.endsWith(u8, std.mem.trimEnd(u8, result.stdout, "\n"), "321 passed, 0 failed"));
 }

@@ -64,7 +64,7 @@ const WorkerSet = struct {
     free: ?*PoolWorker = null,
     mutex: sync.Mutex = .{},
 
-    fn acquire(set: *WorkerSet, shared: *const engine.Shared) ?*PoolWorker {
+    fn acquire(set: *WorkerSet, shared: *engine.Shared) ?*PoolWorker {
         set.mutex.lock();
         const pw = if (set.free) |free| blk: {
             set.free = free.next_free;

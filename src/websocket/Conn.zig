@@ -2,8 +2,9 @@
 //! It is a small value (copy it freely, e.g. into a chat room's member list) and it is safe to
 //! use from any thread: a send from the connection's own engine thread goes straight into its
 //! send batch; from any other thread it is queued under a lock and the engine thread is woken.
-//! Once the connection is closed (after `onClose`), every call fails with `error.Closed`; a
-//! handle is never confused with a later connection that reuses the same memory.
+//! Once the connection is closed (from `onClose` on), every call fails with `error.Closed`, on
+//! every engine; a handle is never confused with a later connection that reuses the same
+//! memory. A handle must not be used once the server's `serve`/`run` has returned.
 const std = @import("std");
 const Session = @import("Session.zig");
 const websocket = @import("../websocket.zig");
@@ -44,24 +45,28 @@ pub fn ping(conn: Conn, payload: []const u8) SendError!void {
 
 /// Starts the closing handshake with `code` and a reason of at most 123 bytes (longer ones are
 /// cut at a character boundary). `onClose` follows when the client answers (or after
-/// `linger_timeout_ms`). Does nothing if the connection is already closing.
+/// `linger_timeout_ms`). Does nothing if the connection is already closing or closed.
+/// A code that must not appear in a close frame (RFC 6455 §7.4.1: 1005, 1006, 1015, the
+/// client-only 1010, anything outside 1000-1014 and 3000-4999; see `CloseCode.isSendable`)
+/// is sent as 1000. A reason that is not UTF-8 is left out.
 pub fn close(conn: Conn, code: websocket.CloseCode, reason: []const u8) void {
     conn.session.requestClose(conn.generation, code, reason);
 }
 
-/// The subprotocol agreed in the handshake, if any.
+/// The subprotocol agreed in the handshake, if any (null once the connection is closed).
 pub fn subprotocol(conn: Conn) ?[]const u8 {
-    return conn.session.subprotocol;
+    return conn.session.subprotocolFor(conn.generation);
 }
 
-/// The pointer given as `user_data` in the upgrade options (or set with `setUserData`).
+/// The pointer given as `user_data` in the upgrade options (or set with `setUserData`); null
+/// once the connection is closed.
 pub fn userData(conn: Conn) ?*anyopaque {
-    return conn.session.user_data;
+    return conn.session.userDataFor(conn.generation);
 }
 
-/// Replaces the user data. Call it from the connection's own callbacks.
+/// Replaces the user data (ignored once the connection is closed).
 pub fn setUserData(conn: Conn, data: ?*anyopaque) void {
-    conn.session.user_data = data;
+    conn.session.setUserDataFor(conn.generation, data);
 }
 
 /// Whether two handles name the same connection.

@@ -8,7 +8,8 @@
 //! frame rules, fragmentation order, `websocket_message_bytes_max`); a whole unfragmented
 //! message that fits the receive buffer is unmasked in place and handed over without a copy;
 //! other messages are gathered in a heap buffer charged to the worker's memory budget. Text is
-//! validated as it arrives, so invalid UTF-8 fails at once (1007).
+//! validated as its bytes arrive (also before a frame is whole), so invalid UTF-8 fails at
+//! once (1007); compressed text is validated as it is inflated, once its message is whole.
 //!
 //! Sending: frame headers go into the exchange's send buffer next to small payloads (so a batch
 //! of frames is one iovec and one writev); large payloads that live until the batch is sent
@@ -64,9 +65,13 @@ batch_bytes: std.atomic.Value(u64) = .init(0),
 wake_next: ?*Session = null,
 wake_queued: bool = false,
 
-// Engine thread only.
-
+/// The worker of the engine thread that owns the session. Set when the session is handed
+/// out (under `mutex`); other threads read it only under `mutex` with a matching
+/// `generation`, when the session is live and its worker too.
 worker: *Worker,
+
+// Engine thread only (except `subprotocol` and `user_data`, which `Conn` reads under `mutex`).
+
 /// The connection, while the session is in use.
 connection: ?*Connection = null,
 /// Link in the worker's free list.
@@ -119,6 +124,10 @@ const Payload = struct {
     header: frame.Header,
     /// Payload bytes consumed so far.
     done: u64,
+    /// Payload bytes unmasked (and, for uncompressed text, fed to the UTF-8 validator) so
+    /// far: the consumed ones and those waiting in the receive buffer. Checking bytes as soon
+    /// as they arrive, before the frame is whole, is what makes bad UTF-8 fail fast.
+    checked: u64 = 0,
 };
 
 /// The data message being received.
@@ -161,10 +170,48 @@ const direct_bytes_min = 8 * 1024;
 /// Message buffers larger than this are freed between messages rather than kept.
 const keep_bytes_max = 64 * 1024;
 
-/// Sets up a session taken from the worker's pool (keeps the generation).
+/// Sets up a session taken from a pool. It keeps its mutex and generation: a stale `Conn`
+/// on another thread may be holding the lock right now (and is refused by the generation),
+/// so the fields other threads read are reset under the lock, one by one.
 pub fn init(s: *Session, worker: *Worker) void {
-    const generation = s.generation;
-    s.* = .{ .worker = worker, .generation = generation };
+    s.mutex.lock();
+    s.worker = worker;
+    s.accepting.store(false, .release);
+    s.inbox_head = null;
+    s.inbox_tail = null;
+    s.inbox_bytes = 0;
+    s.close_request = null;
+    s.overflowed = false;
+    s.batch_bytes.store(0, .monotonic);
+    s.subprotocol = null;
+    s.user_data = null;
+    s.mutex.unlock();
+    // The wake-list links belong to the worker's wake lock; `release` took the session off
+    // any list, and a stale handle never queues it (the generation refuses it first).
+    assert(!s.wake_queued);
+    s.wake_next = null;
+    // The engine thread's own state.
+    s.connection = null;
+    s.next_free = null;
+    s.deflate = null;
+    s.state = .open;
+    s.frame_state = .header;
+    s.message = .{};
+    s.buffer = .empty;
+    s.inflated = .empty;
+    s.pinned = false;
+    s.outbox = .{};
+    s.last_receive_ms = 0;
+    s.ping_sent_ms = null;
+    s.close_deadline_ms = std.math.maxInt(u64);
+    s.close_sent_code = .normal;
+    s.close_reported = false;
+    s.direct = false;
+}
+
+/// Whether `generation` is the session's current one (call with `mutex` held).
+fn live(s: *const Session, generation: u32) bool {
+    return s.generation == generation;
 }
 
 // Opening.
@@ -308,17 +355,26 @@ fn takeDirect(s: *Session, x: *Exchange, n: usize) void {
     const p = &s.frame_state.payload;
     const h = p.header;
     assert(n <= h.payload_len - p.done);
+    assert(p.checked == p.done); // nothing was waiting in the receive buffer
     const chunk = s.buffer.unusedCapacitySlice()[0..n];
-    frame.unmask(chunk, h.mask.?, p.done);
-    if (s.message.kind == .text and !s.message.compressed) {
-        s.message.utf8.feed(chunk) catch return s.fail(x, .invalid_payload, "text message is not UTF-8");
-    }
+    if (!s.check(p, chunk)) return s.fail(x, .invalid_payload, "text message is not UTF-8");
     s.buffer.items.len += n;
     p.done += n;
     s.message.len += n;
     if (p.done < h.payload_len) return;
     s.frame_state = .header;
     if (h.fin) s.finishMessage(x);
+}
+
+/// Unmasks `fresh`, the payload bytes from `p.checked` on, in place and validates them when
+/// the message is uncompressed text. False when they cannot be UTF-8.
+fn check(s: *Session, p: *Payload, fresh: []u8) bool {
+    frame.unmask(fresh, p.header.mask.?, p.checked);
+    p.checked += fresh.len;
+    if (s.message.kind == .text and !s.message.compressed) {
+        s.message.utf8.feed(fresh) catch return false;
+    }
+    return true;
 }
 
 /// Handles every complete frame in the receive buffer (or as much of a large one as has
@@ -390,16 +446,22 @@ fn takePayload(s: *Session, x: *Exchange, p: *Payload) bool {
         s.onControl(x, h.opcode, payload);
         return true;
     }
+    // Check what arrived (once), whether or not it can be consumed yet.
+    const here: usize = @intCast(@min(available.len, remaining));
+    const unchecked: usize = @intCast(p.checked - p.done);
+    if (here > unchecked and !s.check(p, available[unchecked..here])) {
+        s.fail(x, .invalid_payload, "text message is not UTF-8");
+        return false;
+    }
     const whole = h.fin and h.opcode != .continuation and !h.rsv1 and p.done == 0;
     if (whole) {
         if (available.len >= remaining) {
-            // The common case: the whole message is here; unmask in place, no copy.
+            // The common case: the whole message is here, unmasked in place; no copy.
             const payload = available[0..@intCast(remaining)];
-            frame.unmask(payload, h.mask.?, 0);
             x.head_start += @intCast(remaining);
             s.frame_state = .header;
             s.message.active = false;
-            if (s.message.kind == .text and !Utf8Validator.validate(payload)) {
+            if (s.message.kind == .text and !s.message.utf8.complete()) {
                 s.fail(x, .invalid_payload, "text message is not UTF-8");
                 return false;
             }
@@ -410,10 +472,8 @@ fn takePayload(s: *Session, x: *Exchange, p: *Payload) bool {
         if (remaining < x.recv.len) return false;
     }
     if (s.pinned) return false;
-    const take: usize = @intCast(@min(available.len, remaining));
-    if (take > 0) {
-        const chunk = available[0..take];
-        frame.unmask(chunk, h.mask.?, p.done);
+    if (here > 0) {
+        const chunk = available[0..here];
         if (p.done == 0 and h.fin and h.opcode != .continuation) {
             // A single-frame message: room for all of it at once (and the inflate tail).
             s.grow(&s.buffer, @intCast(remaining + Deflate.tail.len)) catch {
@@ -421,20 +481,14 @@ fn takePayload(s: *Session, x: *Exchange, p: *Payload) bool {
                 return false;
             };
         }
-        s.grow(&s.buffer, take + Deflate.tail.len) catch {
+        s.grow(&s.buffer, here + Deflate.tail.len) catch {
             s.fail(x, .internal_error, "out of memory for messages");
             return false;
         };
         s.buffer.appendSliceAssumeCapacity(chunk);
-        if (s.message.kind == .text and !s.message.compressed) {
-            s.message.utf8.feed(chunk) catch {
-                s.fail(x, .invalid_payload, "text message is not UTF-8");
-                return false;
-            };
-        }
-        x.head_start += @intCast(take);
-        p.done += take;
-        s.message.len += take;
+        x.head_start += @intCast(here);
+        p.done += here;
+        s.message.len += here;
     }
     if (p.done < h.payload_len) return false;
     s.frame_state = .header;
@@ -453,6 +507,9 @@ fn finishMessage(s: *Session, x: *Exchange) void {
         var sink: InflateSink = .{ .session = s, .utf8 = if (kind == .text) &s.message.utf8 else null };
         const limit = s.worker.config.websocket_message_bytes_max;
         const len = s.buffer.items.len;
+        // Room for the tail the decompressor appends: growing as bytes came made it, but a
+        // message with no payload bytes at all never grew the buffer.
+        s.grow(&s.buffer, Deflate.tail.len) catch return s.fail(x, .internal_error, "out of memory for messages");
         s.deflate.?.decompress(s.buffer.allocatedSlice(), len, limit, &sink) catch |err| return switch (err) {
             error.TooLarge => s.fail(x, .message_too_big, "message inflates past websocket_message_bytes_max"),
             error.InvalidData => s.fail(x, .invalid_payload, "invalid compressed data"),
@@ -700,35 +757,50 @@ fn queueQueued(s: *Session, x: *Exchange, b: *Block) void {
 }
 
 /// `Conn.send`: from the engine thread, straight into the batch; from another thread, into
-/// the inbox, and the engine thread is woken.
+/// the inbox, and the engine thread is woken. The generation is checked under `mutex` before
+/// anything else is read: a stale handle may point at a session that is free, or in use by a
+/// later connection on another worker.
 pub fn send(s: *Session, generation: u32, opcode: frame.Opcode, data: []const u8) Conn.SendError!void {
-    if (Worker.current == s.worker) {
-        if (s.generation != generation or !s.accepting.load(.acquire)) return error.Closed;
-        const x = s.connection.?.exchange.?;
-        const queued = s.queuedBytes(x);
-        const limit = s.worker.config.websocket_send_queue_bytes_max;
-        if (opcode != .ping and queued > 0 and queued + data.len > limit) {
-            s.markOverflow();
-            return error.SendQueueFull;
-        }
-        if (opcode == .ping) {
-            s.queueControl(x, .ping, data);
-        } else {
-            s.queueData(x, opcode, data, s.holds(x, data)) catch |err| switch (err) {
-                error.SendQueueFull => {
-                    s.markOverflow();
-                    return error.SendQueueFull;
-                },
-                error.OutOfMemory => return error.OutOfMemory,
-            };
-        }
-        // Another connection's batch grew: the engine drives it after the current work.
-        if (s.worker.callback_session != s) s.worker.queueWake(s, false);
-        return;
-    }
     s.mutex.lock();
+    if (!s.live(generation) or !s.accepting.load(.acquire)) {
+        s.mutex.unlock();
+        return error.Closed;
+    }
+    if (Worker.current == s.worker) {
+        // Only this thread can end the session, so it stays live without the lock.
+        s.mutex.unlock();
+        return s.sendOwn(opcode, data);
+    }
     defer s.mutex.unlock();
-    if (s.generation != generation or !s.accepting.load(.acquire)) return error.Closed;
+    return s.sendQueued(opcode, data);
+}
+
+/// A send on the session's engine thread: into the batch.
+fn sendOwn(s: *Session, opcode: frame.Opcode, data: []const u8) Conn.SendError!void {
+    const x = s.connection.?.exchange.?;
+    const queued = s.queuedBytes(x);
+    const limit = s.worker.config.websocket_send_queue_bytes_max;
+    if (opcode != .ping and queued > 0 and queued + data.len > limit) {
+        s.markOverflow();
+        return error.SendQueueFull;
+    }
+    if (opcode == .ping) {
+        s.queueControl(x, .ping, data);
+    } else {
+        s.queueData(x, opcode, data, s.holds(x, data)) catch |err| switch (err) {
+            error.SendQueueFull => {
+                s.markOverflow();
+                return error.SendQueueFull;
+            },
+            error.OutOfMemory => return error.OutOfMemory,
+        };
+    }
+    // Another connection's batch grew: the engine drives it after the current work.
+    if (s.worker.callback_session != s) s.worker.queueWake(s, false);
+}
+
+/// A send from another thread (`mutex` held, session live): a copy into the inbox.
+fn sendQueued(s: *Session, opcode: frame.Opcode, data: []const u8) Conn.SendError!void {
     const queued = s.inbox_bytes + s.batch_bytes.load(.monotonic);
     if (queued > 0 and queued + data.len > s.worker.config.websocket_send_queue_bytes_max) {
         s.overflowed = true;
@@ -749,6 +821,27 @@ pub fn send(s: *Session, generation: u32, opcode: frame.Opcode, data: []const u8
     s.inbox_tail = block;
     s.inbox_bytes += data.len;
     s.worker.queueWake(s, true);
+}
+
+/// `Conn.subprotocol`: null once the handle is stale.
+pub fn subprotocolFor(s: *Session, generation: u32) ?[]const u8 {
+    s.mutex.lock();
+    defer s.mutex.unlock();
+    return if (s.live(generation)) s.subprotocol else null;
+}
+
+/// `Conn.userData`: null once the handle is stale.
+pub fn userDataFor(s: *Session, generation: u32) ?*anyopaque {
+    s.mutex.lock();
+    defer s.mutex.unlock();
+    return if (s.live(generation)) s.user_data else null;
+}
+
+/// `Conn.setUserData`: ignored once the handle is stale.
+pub fn setUserDataFor(s: *Session, generation: u32, data: ?*anyopaque) void {
+    s.mutex.lock();
+    defer s.mutex.unlock();
+    if (s.live(generation)) s.user_data = data;
 }
 
 /// Whether `data` lies in memory that stays unchanged until the batch is sent: the receive
@@ -774,16 +867,20 @@ fn markOverflow(s: *Session) void {
 }
 
 /// `Conn.close`: handled on the engine thread (now, if this is the session's own callback).
+/// A code a server may not send (`CloseCode.isSendable`) becomes 1000; a reason that is not
+/// UTF-8 is left out.
 pub fn requestClose(s: *Session, generation: u32, code: CloseCode, reason: []const u8) void {
-    const cut = utf8Prefix(reason, reason_bytes_max);
-    if (Worker.current == s.worker and s.worker.callback_session == s) {
-        if (s.generation != generation) return;
-        return s.beginClose(s.connection.?.exchange.?, code, cut);
-    }
+    const cut = if (Utf8Validator.validate(reason)) utf8Prefix(reason, reason_bytes_max) else "";
+    const sent: CloseCode = if (CloseCode.isSendable(@backingInt(code))) code else .normal;
     s.mutex.lock();
+    if (!s.live(generation)) return s.mutex.unlock();
+    if (Worker.current == s.worker and s.worker.callback_session == s) {
+        s.mutex.unlock();
+        return s.beginClose(s.connection.?.exchange.?, sent, cut);
+    }
     defer s.mutex.unlock();
-    if (s.generation != generation or !s.accepting.load(.acquire)) return;
-    var request: CloseRequest = .{ .code = code, .reason = undefined, .reason_len = @intCast(cut.len) };
+    if (!s.accepting.load(.acquire)) return;
+    var request: CloseRequest = .{ .code = sent, .reason = undefined, .reason_len = @intCast(cut.len) };
     @memcpy(request.reason[0..cut.len], cut);
     s.close_request = request;
     s.accepting.store(false, .release);
@@ -851,6 +948,7 @@ fn queueClose(s: *Session, x: *Exchange, code: ?CloseCode, reason: []const u8) v
     var payload: [frame.control_payload_bytes_max]u8 = undefined;
     var len: usize = 0;
     if (code) |c| {
+        assert(CloseCode.isValidOnWire(@backingInt(c))); // `requestClose` maps the others
         std.mem.writeInt(u16, payload[0..2], @backingInt(c), .big);
         const cut = utf8Prefix(reason, reason_bytes_max);
         @memcpy(payload[2..][0..cut.len], cut);

@@ -44,6 +44,10 @@ const EchoHandler = struct {
         self(context).messages += 1;
         if (std.mem.eql(u8, message.data, "fail")) return error.Boom;
         if (std.mem.eql(u8, message.data, "bye")) return conn.close(.normal, "bye");
+        if (std.mem.startsWith(u8, message.data, "close:")) {
+            const code = try std.fmt.parseInt(u16, message.data["close:".len..], 10);
+            return conn.close(@fromBackingInt(code), "asked");
+        }
         try conn.send(message.kind, message.data);
     }
 
@@ -440,4 +444,108 @@ test "Session: sends from another thread are queued and delivered on wake" {
     const thread2 = try std.Thread.spawn(.{}, Sender.run, .{ conn, &failure });
     thread2.join();
     try testing.expectEqual(@as(?websocket.Conn.SendError, error.Closed), failure);
+}
+
+test "Session: a close code that may not be sent (1005, 1006, 1010, 1015, 0, 2000, 5000) goes out as 1000" {
+    const Case = struct { asked: []const u8, sent: u16 };
+    const cases = [_]Case{
+        .{ .asked = "close:1005", .sent = 1000 }, .{ .asked = "close:1006", .sent = 1000 },
+        .{ .asked = "close:1010", .sent = 1000 }, .{ .asked = "close:1015", .sent = 1000 },
+        .{ .asked = "close:0", .sent = 1000 },    .{ .asked = "close:2000", .sent = 1000 },
+        .{ .asked = "close:5000", .sent = 1000 }, .{ .asked = "close:1001", .sent = 1001 },
+        .{ .asked = "close:4000", .sent = 4000 }, .{ .asked = "close:1014", .sent = 1014 },
+    };
+    for (cases) |case| {
+        errdefer std.debug.print("case {s}\n", .{case.asked});
+        var input: std.ArrayList(u8) = .empty;
+        defer input.deinit(testing.allocator);
+        try input.appendSlice(testing.allocator, handshake_request ++ "\r\n");
+        try clientFrame(&input, .{ .opcode = 0x1, .payload = case.asked });
+        try clientFrame(&input, .{ .opcode = 0x8, .payload = closePayload(1000, "")[0..2] });
+        var expected: std.ArrayList(u8) = .empty;
+        defer expected.deinit(testing.allocator);
+        try expected.appendSlice(testing.allocator, handshake_response ++ "\r\n");
+        try serverFrame(&expected, .close, closePayload(case.sent, "asked")[0..7]);
+        try expectConversation(.{}, input.items, expected.items, .{ .close_code = .normal });
+    }
+}
+
+test "Session: bad UTF-8 in the first piece of a text frame closes with 1007 before the rest arrives" {
+    // One unfragmented 100-byte text frame (it fits the receive buffer, so the server would
+    // wait for all of it), of which only the first 10 payload bytes arrive, 0xff among them.
+    var payload: [100]u8 = @splat('a');
+    payload[5] = 0xff;
+    const reason = "text message is not UTF-8";
+    inline for (.{ false, true }) |compressible| {
+        var input: std.ArrayList(u8) = .empty;
+        defer input.deinit(testing.allocator);
+        // With permessage-deflate agreed, an uncompressed (RSV1 clear) text frame is still
+        // checked as it arrives.
+        try input.appendSlice(testing.allocator, handshake_request ++
+            (if (compressible) "Sec-WebSocket-Extensions: permessage-deflate\r\n" else "") ++ "\r\n");
+        try clientFrame(&input, .{ .opcode = 0x1, .payload = &payload });
+        const cut = input.items.len - 90;
+        var expected: std.ArrayList(u8) = .empty;
+        defer expected.deinit(testing.allocator);
+        try expected.appendSlice(testing.allocator, handshake_response ++
+            (if (compressible) "Sec-WebSocket-Extensions: permessage-deflate\r\n" else "") ++ "\r\n");
+        try serverFrame(&expected, .close, closePayload(1007, reason)[0 .. 2 + reason.len]);
+        const cuts = [_]Simulation.Cuts{ .whole, .bytes, .{ .random = .{ .seed = 5, .max = 9 } } };
+        for (cuts) |c| {
+            var fixture: Fixture = undefined;
+            try fixture.init(.{});
+            defer fixture.deinit();
+            const result = try Simulation.run(testing.allocator, &fixture.worker, input.items[0..cut], .{ .cuts = c, .keep_open = true });
+            defer testing.allocator.free(result.output);
+            try testing.expectEqualSlices(u8, expected.items, result.output);
+            try testing.expectEqual(websocket.CloseCode.invalid_payload, fixture.handler.close_code.?);
+        }
+    }
+}
+
+test "Session: reusing a session waits for a stale handle that holds its lock" {
+    var fixture: Fixture = undefined;
+    try fixture.init(.{});
+    defer fixture.deinit();
+    const session = fixture.worker.acquireSession().?;
+    fixture.worker.releaseSession(session);
+    // Another thread is inside a call on a stale handle: it holds the session's lock.
+    const Holder = struct {
+        locked: std.atomic.Value(bool) = .init(false),
+        released: std.atomic.Value(bool) = .init(false),
+
+        fn run(holder: *@This(), s: *websocket.Session) void {
+            s.mutex.lock();
+            holder.locked.store(true, .release);
+            std.Io.sleep(testing.io, .fromMilliseconds(50), .awake) catch {};
+            holder.released.store(true, .release);
+            s.mutex.unlock();
+        }
+    };
+    var holder: Holder = .{};
+    const thread = try std.Thread.spawn(.{}, Holder.run, .{ &holder, session });
+    while (!holder.locked.load(.acquire)) std.Thread.yield() catch {};
+    const again = fixture.worker.acquireSession().?;
+    // Setting it up took the lock in turn instead of overwriting it under the holder.
+    try testing.expect(holder.released.load(.acquire));
+    thread.join();
+    try testing.expectEqual(session, again);
+    again.mutex.lock(); // still a working lock
+    again.mutex.unlock();
+    fixture.worker.releaseSession(again);
+}
+
+test "Session: a compressed message with no payload bytes at all is refused (1007), not a crash" {
+    var input: std.ArrayList(u8) = .empty;
+    defer input.deinit(testing.allocator);
+    try input.appendSlice(testing.allocator, handshake_request ++ "Sec-WebSocket-Extensions: permessage-deflate\r\n\r\n");
+    // RSV1 with an empty payload: with the tail appended it is 00 00 FF FF, a stored block
+    // header without its length check (a sender's empty message is at least the byte 00).
+    try clientFrame(&input, .{ .rsv = 0b100, .opcode = 0x1, .payload = "" });
+    var expected: std.ArrayList(u8) = .empty;
+    defer expected.deinit(testing.allocator);
+    try expected.appendSlice(testing.allocator, handshake_response ++ "Sec-WebSocket-Extensions: permessage-deflate\r\n\r\n");
+    const reason = "invalid compressed data";
+    try serverFrame(&expected, .close, closePayload(1007, reason)[0 .. 2 + reason.len]);
+    try expectConversation(.{}, input.items, expected.items, .{ .close_code = .invalid_payload });
 }
