@@ -393,7 +393,7 @@ fn staleHandle(kind: saker.engine.Kind) !void {
     try waitFor(&running.handler.closed, 1);
     // Thread-based engines: the connection's thread (and its worker) is gone.
     for (0..500) |_| {
-        if (running.server.shared.connections.load(.acquire) == 0) break;
+        if (running.server.control.connections.load(.acquire) == 0) break;
         try testing.io.sleep(.fromMilliseconds(10), .awake);
     } else return error.Timeout;
     const stale = running.handler.first.?;
