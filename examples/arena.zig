@@ -17,6 +17,8 @@ const std = @import("std");
 const linux = std.os.linux;
 const saker = @import("saker");
 
+pub const std_options = saker.std_options;
+
 /// One item of the dataset (the file is a JSON array of these).
 pub const Item = struct {
     id: i64,

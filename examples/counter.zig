@@ -4,6 +4,8 @@
 const std = @import("std");
 const saker = @import("saker");
 
+pub const std_options = saker.std_options;
+
 const Counter = struct {
     hits: std.atomic.Value(u64) = .init(0),
 

@@ -6,6 +6,8 @@
 const std = @import("std");
 const saker = @import("saker");
 
+pub const std_options = saker.std_options;
+
 pub const Echo = struct {
     pub fn handle(_: *Echo, req: *saker.Request, res: *saker.Response) !void {
         res.content_type = "application/json";

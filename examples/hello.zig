@@ -3,6 +3,8 @@
 const std = @import("std");
 const saker = @import("saker");
 
+pub const std_options = saker.std_options;
+
 const Hello = struct {
     pub fn handle(_: *Hello, req: *saker.Request, res: *saker.Response) !void {
         if (!std.mem.eql(u8, req.path, "/")) {

@@ -22,6 +22,8 @@
 const std = @import("std");
 const saker = @import("saker");
 
+pub const std_options = saker.std_options;
+
 /// The routes.
 pub const Routes = saker.Router(void, .{
     .routes = &.{

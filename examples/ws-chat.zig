@@ -5,6 +5,8 @@
 //! Usage: ws-chat [--host H] [--port N] [--workers N] [--engine E]
 const std = @import("std");
 const saker = @import("saker");
+
+pub const std_options = saker.std_options;
 const websocket = saker.websocket;
 
 const Chat = struct {

@@ -5,6 +5,8 @@ const std = @import("std");
 const linux = std.os.linux;
 const saker = @import("saker");
 
+pub const std_options = saker.std_options;
+
 const usage =
     \\usage: saker serve [DIR] [options]    serve DIR (default: the current directory)
     \\       saker --help | --version

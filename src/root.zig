@@ -5,6 +5,15 @@ const std = @import("std");
 /// saker's version.
 pub const version = "0.1.0";
 
+/// `std.Options` for a program built on saker: `pub const std_options = saker.std_options;`
+/// in its root file. Every thread carries std's alternate signal stack, a thread-local array
+/// that is zeroed when the thread starts (256 KiB by default), so a `thread_per_connection`
+/// server would hold that much memory per connection. Only std's segfault handler (Debug and
+/// ReleaseSafe builds) runs on that stack: other builds do without it.
+pub const std_options: std.Options = .{
+    .signal_stack_size = if (std.debug.default_enable_segfault_handler) (std.Options{}).signal_stack_size else null,
+};
+
 pub const http = @import("http.zig");
 pub const http1 = @import("http1.zig");
 pub const Arena = @import("Arena.zig");
