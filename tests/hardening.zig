@@ -446,12 +446,32 @@ test "slowhttptest: slowloris, slow body and slow read leave the service availab
 }
 
 fn rssKib(pid: linux.pid_t) !u64 {
+    return statusField(pid, "VmRSS:");
+}
+
+/// A number from /proc/PID/status (`field` with its colon).
+fn statusField(pid: linux.pid_t, field: []const u8) !u64 {
     var path: [64]u8 = undefined;
     var buffer: [4096]u8 = undefined;
     const text = try std.Io.Dir.cwd().readFile(testing.io, try std.mem.print(&path, "/proc/{d}/status", .{pid}), &buffer);
-    const at = std.mem.find(u8, text, "VmRSS:") orelse return error.NoRss;
-    var fields = std.mem.tokenizeAny(u8, text[at + "VmRSS:".len ..], " \t\n");
+    const at = std.mem.find(u8, text, field) orelse return error.NoField;
+    var fields = std.mem.tokenizeAny(u8, text[at + field.len ..], " \t\n");
     return std.fmt.parseInt(u64, fields.next().?, 10);
+}
+
+/// Waits (up to 5 s) until the process's thread count has held still for 100 ms: a
+/// connection thread still exiting when RSS is read would count its stack as growth.
+fn waitForThreadsSettled(pid: linux.pid_t) !void {
+    var last = try statusField(pid, "Threads:");
+    var same: u32 = 0;
+    for (0..500) |_| {
+        try testing.io.sleep(.fromMilliseconds(10), .awake);
+        const now = try statusField(pid, "Threads:");
+        same = if (now == last) same + 1 else 0;
+        if (same == 10) return;
+        last = now;
+    }
+    return error.Timeout;
 }
 
 fn soak(port: u16, requests: usize) !void {
@@ -486,8 +506,10 @@ test "soak: memory does not grow over a long keep-alive run" {
         const port = try std.fmt.parseInt(u16, line["listening on http://127.0.0.1:".len..], 10);
         // Warm up, then two equal rounds: whatever the first needed, the second must reuse.
         for (0..4) |_| try soak(port, 2_000);
+        try waitForThreadsSettled(child.id.?);
         const after_first = try rssKib(child.id.?);
         for (0..4) |_| try soak(port, 20_000);
+        try waitForThreadsSettled(child.id.?);
         const after_second = try rssKib(child.id.?);
         errdefer std.debug.print("RSS {d} KiB, then {d} KiB\n", .{ after_first, after_second });
         try testing.expect(after_second <= after_first + 256);
