@@ -15,7 +15,7 @@ const secret = "TOP-SECRET-OUTSIDE-THE-ROOT";
 const big_size: u64 = 100 * 1024 * 1024;
 const js_body = "console.log('identity');\n";
 
-/// The fixture: `tmp/outside.txt` and the served tree `tmp/root/`.
+/// The fixture: `tmp/outside.txt` and the served tree, the directory `root` beside it.
 const Fixture = struct {
     tmp: testing.TmpDir,
     root_path: [:0]u8,
