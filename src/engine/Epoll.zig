@@ -66,8 +66,7 @@ const Slot = struct {
     peer_closed: bool,
     /// The client's address (the connection points at it).
     peer: ?std.Io.net.IpAddress,
-    /// TCP_CORK is set: a head and file body are going out (see `socket.setCork`).
-    corked: bool,
+    cork: socket.Cork,
 };
 
 /// Runs an epoll engine on the calling thread until the server stops (or, if the engine
@@ -214,7 +213,7 @@ fn onAccept(loop: *Epoll, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) void {
     slot.writable = true;
     slot.watching_out = false;
     slot.peer_closed = false;
-    slot.corked = false;
+    slot.cork = .{};
     slot.connection = .init(loop.worker);
     slot.peer = peer;
     if (slot.peer) |*address| slot.connection.peer = address;
@@ -319,10 +318,7 @@ fn drive(loop: *Epoll, slot: *Slot) void {
             .send => |iovecs| {
                 if (!slot.writable) return;
                 const file = c.fileFollows();
-                if (!slot.corked and file != null and file.?.len <= loop.worker.config.cork_file_bytes_max) {
-                    socket.setCork(slot.fd, true);
-                    slot.corked = true;
-                }
+                slot.cork.beforeHead(slot.fd, if (file) |f| f.len else null, loop.worker.config.cork_file_bytes_max);
                 const n = socket.writev(slot.fd, iovecs) catch |err| switch (err) {
                     error.WouldBlock => return loop.waitWritable(slot),
                     error.Interrupted => continue,
@@ -348,10 +344,7 @@ fn drive(loop: *Epoll, slot: *Slot) void {
                     continue;
                 }
                 c.onSend(n);
-                if (slot.corked and c.fileFollows() == null) {
-                    socket.setCork(slot.fd, false);
-                    slot.corked = false;
-                }
+                slot.cork.afterFile(slot.fd, c.fileFollows() != null);
             },
             .shutdown => {
                 socket.shutdownWrite(slot.fd);

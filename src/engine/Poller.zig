@@ -75,8 +75,7 @@ pub const Slot = struct {
     worker: ?*WorkerPool.PoolWorker,
     /// Blocking output for handlers that stream (they run on the pool thread).
     sink: Connection.Sink,
-    /// TCP_CORK is set: a head and file body are going out (see `socket.setCork`).
-    corked: bool,
+    cork: socket.Cork,
     /// The worker's WebSocket wake eventfd is in this poller's epoll set (edge-triggered),
     /// so messages sent from other threads wake a parked WebSocket connection.
     wake_registered: bool,
@@ -309,7 +308,7 @@ fn onAccept(poller: *Poller, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) void {
     slot.fd = fd;
     slot.peer = peer;
     slot.worker = null;
-    slot.corked = false;
+    slot.cork = .{};
     slot.wake_registered = false;
     slot.sink = .{ .context = slot, .writeAll = WorkerPool.sinkWriteAll, .read = WorkerPool.sinkRead };
     // No worker yet: a pool thread lends one when the connection has work (see `Slot`).

@@ -358,10 +358,7 @@ const PoolThread = struct {
                         continue;
                     }
                     const file = c.fileFollows();
-                    if (!slot.corked and file != null and file.?.len <= worker.config.cork_file_bytes_max) {
-                        socket.setCork(slot.fd, true);
-                        slot.corked = true;
-                    }
+                    slot.cork.beforeHead(slot.fd, if (file) |f| f.len else null, worker.config.cork_file_bytes_max);
                     const n = socket.writev(slot.fd, iovecs) catch |err| {
                         writeFailed(c, err, &writable);
                         continue;
@@ -382,10 +379,7 @@ const PoolThread = struct {
                         continue;
                     };
                     if (n == 0) c.onError() else c.onSend(n); // 0: the file shrank under us
-                    if (slot.corked and c.fileFollows() == null) {
-                        socket.setCork(slot.fd, false);
-                        slot.corked = false;
-                    }
+                    slot.cork.afterFile(slot.fd, c.fileFollows() != null);
                 },
                 .shutdown => {
                     socket.shutdownWrite(slot.fd);

@@ -28,8 +28,7 @@ pub fn serveConnection(worker: *Worker, fd: linux.fd_t, peer: ?std.Io.net.IpAddr
     defer c.deinit();
     const known_peer = peer orelse socket.peerName(fd);
     if (known_peer) |*address| c.peer = address;
-    // TCP_CORK is set while a head and its file body go out (see `socket.setCork`).
-    var corked = false;
+    var cork: socket.Cork = .{};
     var sink_context: SinkContext = .{ .fd = fd, .worker = worker };
     const sink: Connection.Sink = .{ .context = &sink_context, .writeAll = sinkWriteAll, .read = sinkRead };
     c.sink = &sink;
@@ -70,10 +69,7 @@ pub fn serveConnection(worker: *Worker, fd: linux.fd_t, peer: ?std.Io.net.IpAddr
             },
             .send => |iovecs| {
                 const file = c.fileFollows();
-                if (!corked and file != null and file.?.len <= worker.config.cork_file_bytes_max) {
-                    socket.setCork(fd, true);
-                    corked = true;
-                }
+                cork.beforeHead(fd, if (file) |f| f.len else null, worker.config.cork_file_bytes_max);
                 const n = socket.writev(fd, iovecs) catch |err| {
                     onWriteError(&c, err);
                     continue;
@@ -86,10 +82,7 @@ pub fn serveConnection(worker: *Worker, fd: linux.fd_t, peer: ?std.Io.net.IpAddr
                     continue;
                 };
                 if (n == 0) c.onError() else c.onSend(n);
-                if (corked and c.fileFollows() == null) {
-                    socket.setCork(fd, false);
-                    corked = false;
-                }
+                cork.afterFile(fd, c.fileFollows() != null);
             },
             .shutdown => {
                 socket.shutdownWrite(fd);

@@ -239,6 +239,29 @@ pub fn setCork(fd: fd_t, on: bool) void {
     _ = linux.setsockopt(fd, linux.IPPROTO.TCP, linux.TCP.CORK, std.mem.asBytes(&value), @sizeOf(c_int));
 }
 
+/// Whether TCP_CORK is on for a connection. Engines cork while a head and its file body of at
+/// most `Config.cork_file_bytes_max` go out (larger bodies fill segments anyway, and corking
+/// them was measured to cost more CPU), and uncork once the file has been sent.
+pub const Cork = struct {
+    on: bool = false,
+
+    /// Before a head is written: corks if a file of `file_len` bytes (null: none) follows it
+    /// and is at most `max` bytes.
+    pub fn beforeHead(cork: *Cork, fd: fd_t, file_len: ?u64, max: u64) void {
+        const len = file_len orelse return;
+        if (cork.on or len > max) return;
+        setCork(fd, true);
+        cork.on = true;
+    }
+
+    /// After a file write: uncorks once no file is left to send.
+    pub fn afterFile(cork: *Cork, fd: fd_t, file_follows: bool) void {
+        if (!cork.on or file_follows) return;
+        setCork(fd, false);
+        cork.on = false;
+    }
+};
+
 /// Why a read or write on a connection failed.
 pub const IoError = error{
     /// Nothing to read, or no room to write (non-blocking socket).
