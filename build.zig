@@ -166,9 +166,15 @@ pub fn build(b: *std.Build) void {
         }),
         .filters = test_filters,
     });
+    // The real clients the tests use, installed from Debian's packages when missing, so
+    // `zig build test` is the only set-up a fresh machine needs.
+    const test_tools = b.addSystemCommand(&.{"tests/tools"});
+    test_tools.setName("install test tools");
+    test_tools.has_side_effects = true;
     for ([_]*std.Build.Step.Compile{ unit_tests, integration_tests, router_tests, hardening_tests, bench_tests, bench_router_tests, bench_queue_tests }) |t| {
         const run = b.addRunArtifact(t);
         run.has_side_effects = true; // always run, so the summary counts every test
+        run.step.dependOn(&test_tools.step);
         test_step.dependOn(&run.step);
     }
     // Compile errors: each file must fail to build, with its message. These are build steps,
