@@ -313,7 +313,16 @@ const PoolThread = struct {
             worker.updateClock();
             if (c.websocket != null) runWoken(worker);
             if (worker.draining and worker.now_ms >= pool.drainDeadline()) return pool.closeSlot(slot, t);
-            switch (c.next()) {
+            const action = c.next();
+            if (!writable and (action == .send or action == .send_file)) {
+                switch (t.wait(slot, Poller.wait_writable, &timed_out)) {
+                    .parked => return,
+                    .resumed => writable = true,
+                    .timed_out => {},
+                }
+                continue;
+            }
+            switch (action) {
                 .recv => {
                     if (readable != .yes) {
                         if (worker.draining and c.phase == .idle and c.exchange == null) {
@@ -349,14 +358,6 @@ const PoolThread = struct {
                     c.onRecv(n);
                 },
                 .send => |iovecs| {
-                    if (!writable) {
-                        switch (t.wait(slot, Poller.wait_writable, &timed_out)) {
-                            .parked => return,
-                            .resumed => writable = true,
-                            .timed_out => {},
-                        }
-                        continue;
-                    }
                     const file = c.fileFollows();
                     slot.cork.beforeHead(slot.fd, if (file) |f| f.len else null, worker.config.cork_file_bytes_max);
                     const n = socket.writev(slot.fd, iovecs) catch |err| {
@@ -366,14 +367,6 @@ const PoolThread = struct {
                     c.onSend(n);
                 },
                 .send_file => |file| {
-                    if (!writable) {
-                        switch (t.wait(slot, Poller.wait_writable, &timed_out)) {
-                            .parked => return,
-                            .resumed => writable = true,
-                            .timed_out => {},
-                        }
-                        continue;
-                    }
                     const n = socket.sendfile(slot.fd, file.fd, file.offset, file.len) catch |err| {
                         writeFailed(c, err, &writable);
                         continue;
