@@ -7,6 +7,8 @@ const linux = std.os.linux;
 const saker = @import("saker");
 const build_options = @import("build_options");
 const Client = @import("Client.zig");
+const sleepMs = @import("clock.zig").sleepMs;
+const nowUs = @import("clock.zig").nowUs;
 
 const all_engines = [_]saker.engine.Kind{ .blocking, .thread_per_connection, .worker_pool, .epoll, .io_uring };
 
@@ -53,17 +55,6 @@ fn ServerThread(comptime Handler: type) type {
             return running.server.port();
         }
     };
-}
-
-fn sleepMs(ms: u64) void {
-    const ts: linux.timespec = .{ .sec = @intCast(ms / 1000), .nsec = @intCast((ms % 1000) * std.time.ns_per_ms) };
-    _ = linux.nanosleep(&ts, null);
-}
-
-fn nowUs() u64 {
-    var ts: linux.timespec = undefined;
-    _ = linux.clock_gettime(.MONOTONIC, &ts);
-    return @as(u64, @intCast(ts.sec)) * 1_000_000 + @as(u64, @intCast(ts.nsec)) / 1000;
 }
 
 /// A request that could be framed two ways, and what must happen: an error status and a

@@ -6,6 +6,8 @@ const linux = std.os.linux;
 const saker = @import("saker");
 const build_options = @import("build_options");
 const Client = @import("Client.zig");
+const sleepMs = @import("clock.zig").sleepMs;
+const nowUs = @import("clock.zig").nowUs;
 
 test {
     _ = @import("static.zig");
@@ -109,17 +111,6 @@ fn quietWarnings() std.log.Level {
     const saved = testing.log_level;
     testing.log_level = .err;
     return saved;
-}
-
-fn sleepMs(ms: u64) void {
-    const ts: linux.timespec = .{ .sec = @intCast(ms / 1000), .nsec = @intCast((ms % 1000) * std.time.ns_per_ms) };
-    _ = linux.nanosleep(&ts, null);
-}
-
-fn nowUs() u64 {
-    var ts: linux.timespec = undefined;
-    _ = linux.clock_gettime(.MONOTONIC, &ts);
-    return @as(u64, @intCast(ts.sec)) * 1_000_000 + @as(u64, @intCast(ts.nsec)) / 1000;
 }
 
 /// Waits up to `timeout_ms` for `flag` to become true.

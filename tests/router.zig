@@ -8,6 +8,7 @@ const fixtures = @import("fixtures");
 const arena_example = @import("arena_example");
 const router_example = @import("router_example");
 const Client = @import("Client.zig");
+const sleepMs = @import("clock.zig").sleepMs;
 
 /// The engines every scenario runs on.
 const engines = [_]saker.engine.Kind{ .blocking, .thread_per_connection, .worker_pool, .epoll, .io_uring };
@@ -975,11 +976,6 @@ test "bodyReader: too large (413), bad framing (400), too slow (408), and a clie
             try testing.expectEqual(@as(u32, 1), app.failed(.client_gone));
         }
     }
-}
-
-fn sleepMs(ms: u64) void {
-    const pause: linux.timespec = .{ .sec = @intCast(ms / 1000), .nsec = @intCast((ms % 1000) * std.time.ns_per_ms) };
-    _ = linux.nanosleep(&pause, null);
 }
 
 /// A plain handler that asks for its body to be read as it arrives, without a pool.

@@ -8,6 +8,7 @@ const linux = std.os.linux;
 const saker = @import("saker");
 const build_options = @import("build_options");
 const Client = @import("Client.zig");
+const sleepMs = @import("clock.zig").sleepMs;
 
 const engines = [_]saker.engine.Kind{ .blocking, .thread_per_connection, .worker_pool, .epoll, .io_uring };
 
@@ -625,11 +626,6 @@ test "static: the open-file cache notices changed, new and removed files" {
         defer gone.deinit(testing.allocator);
         try expectStatus(gone, 404);
     }
-}
-
-fn sleepMs(ms: u32) void {
-    var fds: [0]linux.pollfd = .{};
-    _ = linux.poll(&fds, 0, @intCast(ms));
 }
 
 test "static: the access log is buffered and flushed within a second" {
