@@ -1,7 +1,8 @@
 //! Fuzz targets for everything that reads bytes from the network: the request parser, the
 //! chunked decoder, a whole connection, the WebSocket frame parser and a WebSocket session.
 //! Each checks a property, not just "no crash":
-//! - the parser gives the same answer however its input is split;
+//! - the parser gives the same answer however its input is split, and with or without its
+//!   block fast path;
 //! - the decoder gives the same bytes (or error) however its input is split;
 //! - a connection fed any bytes, cut anywhere, writes a well-framed sequence of responses,
 //!   terminates, and returns every buffer;
@@ -50,6 +51,11 @@ const request_corpus = [_][]const u8{
     entry("GET / HTTP/1.1\r\nHost: a\r\nX: a\x00b\r\n\r\n"),
     entry("OPTIONS * HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\nz"),
     entry("GET / HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n"),
+    // Longer than the fast path's 64-byte blocks: lines and names across block boundaries.
+    entry("GET /search?q=x HTTP/1.1\r\nHost: shop.example.com\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64)\r\n" ++
+        "Accept: text/html,application/xhtml+xml;q=0.9\r\nX_Odd.Name: 1\r\nConnection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n\r\n"),
+    entry("POST /u HTTP/1.1\r\nHost: a\r\nContent-Type: application/octet-stream\r\nContent-Length: 40\r\n\r\n" ++
+        "\x00\x01\r\r\n\n\x7f\x00\x01\r\r\n\n\x7f\x00\x01\r\r\n\n\x7f\x00\x01\r\r\n\n\x7f\x00\x01\r\r\n\n\x7f\x00\x01\r\r\n\n\x7f"),
 };
 
 fn fuzzRequestParser(_: void, smith: *testing.Smith) anyerror!void {
@@ -69,6 +75,15 @@ fn fuzzRequestParser(_: void, smith: *testing.Smith) anyerror!void {
         const progress = split.feed(input[0..end]) catch |err| break err;
         if (progress == .complete or end == input.len) break progress;
     };
+    // The block fast path and the line-by-line parser agree exactly.
+    var lines_storage: [8]http.Header = undefined;
+    var lines: RequestParser = .init(&lines_storage, limits);
+    const lines_result = lines.feedLineByLine(input);
+    if (lines_result) |progress| {
+        try testing.expectEqual(progress, try whole_result);
+        if (progress == .complete) try expectSameHead(lines.head, whole.head);
+    } else |err| try testing.expectError(err, whole_result);
+
     if (whole_result) |progress| {
         try testing.expectEqual(progress, try split_result);
         if (progress == .complete) {
@@ -87,13 +102,30 @@ fn fuzzRequestParser(_: void, smith: *testing.Smith) anyerror!void {
     }
 }
 
+fn expectSameHead(expected: RequestParser.Head, actual: RequestParser.Head) !void {
+    try testing.expectEqual(expected.len, actual.len);
+    try testing.expectEqual(expected.headers.len, actual.headers.len);
+    for (expected.headers, actual.headers) |e, a| {
+        try testing.expectEqual(e.name.ptr, a.name.ptr);
+        try testing.expectEqual(e.name.len, a.name.len);
+        try testing.expectEqual(e.value.ptr, a.value.ptr);
+        try testing.expectEqual(e.value.len, a.value.len);
+    }
+    try testing.expectEqual(expected.framing, actual.framing);
+    try testing.expectEqual(expected.keep_alive, actual.keep_alive);
+    try testing.expectEqual(expected.expect_continue, actual.expect_continue);
+    try testing.expectEqual(expected.connection_upgrade, actual.connection_upgrade);
+    try testing.expectEqual(expected.host == null, actual.host == null);
+    if (expected.host) |host| try testing.expectEqual(host.ptr, actual.host.?.ptr);
+}
+
 fn within(outer: []const u8, inner: []const u8) bool {
     const start = @intFromPtr(outer.ptr);
     const p = @intFromPtr(inner.ptr);
     return inner.len == 0 or (p >= start and p + inner.len <= start + outer.len);
 }
 
-test "fuzz: the request parser agrees with itself however the input is split" {
+test "fuzz: the request parser agrees with itself however the input is split and parsed" {
     try testing.fuzz({}, fuzzRequestParser, .{ .corpus = &request_corpus });
 }
 

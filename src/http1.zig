@@ -6,6 +6,7 @@ pub const RequestParser = @import("http1/RequestParser.zig");
 pub const ChunkedDecoder = @import("http1/ChunkedDecoder.zig");
 pub const ResponseHead = @import("http1/ResponseHead.zig");
 pub const scan = @import("http1/scan.zig");
+pub const HeadBlocks = @import("http1/HeadBlocks.zig");
 pub const status_line = @import("http1/status_line.zig");
 pub const copy = @import("http1/copy.zig");
 

@@ -9,6 +9,7 @@ const std = @import("std");
 const assert = std.debug.assert;
 const http = @import("../http.zig");
 const scan = @import("scan.zig");
+const HeadBlocks = @import("HeadBlocks.zig");
 
 const RequestParser = @This();
 
@@ -166,13 +167,29 @@ pub fn reset(parser: *RequestParser) void {
 /// call's `bytes` started and hold at least as many bytes. On `.complete`, `head` describes the
 /// request and its slices point into `bytes`.
 pub fn feed(parser: *RequestParser, bytes: []const u8) Error!Progress {
+    return parser.feedWith(bytes, .blocks);
+}
+
+/// `feed` without the block fast path: field lines are parsed one at a time. Gives the same
+/// result as `feed` for every input; the fuzzer checks that.
+pub fn feedLineByLine(parser: *RequestParser, bytes: []const u8) Error!Progress {
+    return parser.feedWith(bytes, .lines);
+}
+
+const FieldsPath = enum { blocks, lines };
+
+inline fn feedWith(parser: *RequestParser, bytes: []const u8, comptime path: FieldsPath) Error!Progress {
     assert(parser.state != .complete);
     assert(parser.offset <= bytes.len);
     if (parser.state == .request_line) {
         if (try parser.parseRequestLine(bytes) == .need_more) return .need_more;
         assert(parser.state == .fields);
     }
-    if (try parser.parseFields(bytes) == .need_more) {
+    const fields_done = switch (path) {
+        .blocks => try parser.parseFieldsBlocks(bytes),
+        .lines => false,
+    };
+    if (!fields_done and try parser.parseFieldsLines(bytes) == .need_more) {
         if (bytes.len - parser.line_start > parser.limits.header_bytes_max)
             return error.HeaderSectionTooLarge;
         return .need_more;
@@ -323,10 +340,45 @@ fn splitTarget(parser: *RequestParser, method: http.Method, target: []const u8) 
     head.query = if (q) |p| path_and_query[p + 1 ..] else "";
 }
 
-/// Parses field lines up to the empty line that ends the head. `offset` and `head.headers`
-/// advance a whole line at a time, so a head cut anywhere resumes at the line it cut; while
-/// the loop runs they live in registers.
-fn parseFields(parser: *RequestParser, bytes: []const u8) Error!Progress {
+/// The fast path: takes the field lines from `HeadBlocks`' bitmaps while every line is plain
+/// (a letters-digits-dashes or token name, a colon, a value without control bytes, CRLF).
+/// Returns true when it reached the end of the head; false, with `offset` and `head.headers`
+/// at the first line it did not take, when the line-by-line parser must go on (an unusual or
+/// invalid line, a long or incomplete head). It returns only errors that line-by-line parsing
+/// would return for the same line.
+fn parseFieldsBlocks(parser: *RequestParser, bytes: []const u8) Error!bool {
+    var blocks: HeadBlocks = undefined;
+    if (!blocks.index(bytes, parser.offset)) return false;
+    const storage = parser.header_storage;
+    var count = parser.head.headers.len;
+    var start: usize = parser.offset;
+    defer {
+        parser.offset = @intCast(start);
+        parser.head.headers = storage[0..count];
+    }
+    var feeds: HeadBlocks.LineFeeds = .init(&blocks);
+    while (true) {
+        const lf = feeds.next();
+        if (bytes[lf - 1] != '\r') return false;
+        if (lf == blocks.end) {
+            start = lf + 1;
+            if (start - parser.line_start > parser.limits.header_bytes_max)
+                return error.HeaderSectionTooLarge;
+            return true;
+        }
+        const colon = blocks.firstColon(start, lf) orelse return false;
+        if (colon == start) return false;
+        if (!blocks.isCommonName(start, colon) and !scan.isToken(bytes[start..colon]))
+            return false;
+        try parser.addField(bytes, &count, start, colon, lf - 1);
+        start = lf + 1;
+    }
+}
+
+/// Parses field lines one at a time; resumes at the line `offset` points to. `offset` and
+/// `head.headers` advance a whole line at a time, so a head cut anywhere resumes at the line it
+/// cut; while the loop runs they live in registers.
+fn parseFieldsLines(parser: *RequestParser, bytes: []const u8) Error!Progress {
     const storage = parser.header_storage;
     var count = parser.head.headers.len;
     var start: usize = parser.offset;
@@ -358,7 +410,6 @@ fn parseFields(parser: *RequestParser, bytes: []const u8) Error!Progress {
             '\n' => return error.BareLineFeed,
             else => return error.InvalidHeaderName,
         }
-        const name = bytes[start..i];
         // The line's end first: then trimming the value's whitespace needs no bounds checks.
         const stop = scan.findValueEnd(bytes, i + 1);
         if (stop == bytes.len) return .need_more;
@@ -370,22 +421,37 @@ fn parseFields(parser: *RequestParser, bytes: []const u8) Error!Progress {
             '\n' => return error.BareLineFeed,
             else => return error.InvalidHeaderValue,
         }
-        // Optional whitespace around the value (RFC 9112 §5.1): nearly always one SP before
-        // it and none after, which one test settles (`bytes[stop]` is the CR, and
-        // `bytes[stop - 1]` at worst the colon).
-        var value_start = i + 1 + @intFromBool(bytes[i + 1] == ' ');
-        var value_end = stop;
-        if (isWhitespace(bytes[value_start]) or isWhitespace(bytes[stop - 1])) {
-            while (value_start < stop and isWhitespace(bytes[value_start])) value_start += 1;
-            while (value_end > value_start and isWhitespace(bytes[value_end - 1])) value_end -= 1;
-        }
-        // The head's size is checked when its end is found, or by `feed` while it is incomplete.
-        if (count == storage.len) return error.TooManyHeaders;
-        storage[count] = .{ .name = name, .value = bytes[value_start..value_end] };
-        count += 1;
-        try parser.noteField(bytes, name, value_start, value_end);
+        try parser.addField(bytes, &count, start, i, stop);
         start = stop + 2;
     }
+}
+
+/// Stores the field whose name is `bytes[start..colon]` and whose line ends with the CR at
+/// `cr`, and notes what it says about framing and the connection.
+inline fn addField(
+    parser: *RequestParser,
+    bytes: []const u8,
+    count: *usize,
+    start: usize,
+    colon: usize,
+    cr: usize,
+) Error!void {
+    // Optional whitespace around the value (RFC 9112 §5.1): nearly always one SP before
+    // it and none after, which one test settles (`bytes[cr]` is the CR, and `bytes[cr - 1]` at
+    // worst the colon).
+    var value_start = colon + 1 + @intFromBool(bytes[colon + 1] == ' ');
+    var value_end = cr;
+    if (isWhitespace(bytes[value_start]) or isWhitespace(bytes[cr - 1])) {
+        while (value_start < cr and isWhitespace(bytes[value_start])) value_start += 1;
+        while (value_end > value_start and isWhitespace(bytes[value_end - 1])) value_end -= 1;
+    }
+    // The head's size is checked when its end is found, or by `feed` while it is incomplete.
+    const storage = parser.header_storage;
+    if (count.* == storage.len) return error.TooManyHeaders;
+    const name = bytes[start..colon];
+    storage[count.*] = .{ .name = name, .value = bytes[value_start..value_end] };
+    count.* += 1;
+    try parser.noteField(bytes, name, value_start, value_end);
 }
 
 inline fn isWhitespace(c: u8) bool {

@@ -245,11 +245,23 @@ fn parseInPieces(
     bytes: []const u8,
     cuts: []const usize,
 ) RequestParser.Error!?RequestParser {
+    return parseInPiecesWith(.feed, storage, bytes, cuts);
+}
+
+const Feed = enum { feed, feedLineByLine };
+
+fn parseInPiecesWith(
+    comptime how: Feed,
+    storage: []http.Header,
+    bytes: []const u8,
+    cuts: []const usize,
+) RequestParser.Error!?RequestParser {
     var parser: RequestParser = .init(storage, limits);
+    const feed = @field(RequestParser, @tagName(how));
     for (cuts) |cut| {
-        if (try parser.feed(bytes[0..cut]) == .complete) return parser;
+        if (try feed(&parser, bytes[0..cut]) == .complete) return parser;
     }
-    if (try parser.feed(bytes) == .complete) return parser;
+    if (try feed(&parser, bytes) == .complete) return parser;
     return null;
 }
 
@@ -288,6 +300,27 @@ fn runCase(case: Case) !void {
     var storage: [header_count_max]http.Header = undefined;
     // Whole.
     try expectOutcome(case, parseInPieces(&storage, case.bytes, &.{}));
+    // Whole, without the block fast path.
+    try expectOutcome(case, parseInPiecesWith(.feedLineByLine, &storage, case.bytes, &.{}));
+    // Whole, in front of bytes that are no part of the head (a binary body, say), which the
+    // fast path classifies too and must not take for the head's.
+    var padded: [1024 + 70]u8 = undefined;
+    @memcpy(padded[0..case.bytes.len], case.bytes);
+    for ([_]u8{ 0, '\n', 'a' }) |fill| {
+        const bytes = padded[0 .. case.bytes.len + 70];
+        @memset(bytes[case.bytes.len..], fill);
+        var reference_storage: [header_count_max]http.Header = undefined;
+        const reference = parseInPiecesWith(.feedLineByLine, &reference_storage, bytes, &.{});
+        const result = parseInPieces(&storage, bytes, &.{});
+        if (reference) |maybe_parser| {
+            const got = try result;
+            try testing.expectEqual(maybe_parser == null, got == null);
+            if (maybe_parser) |parser| {
+                try testing.expectEqual(parser.head.len, got.?.head.len);
+                try testing.expectEqual(parser.head.headers.len, got.?.head.headers.len);
+            }
+        } else |err| try testing.expectError(err, result);
+    }
     // One byte at a time.
     var every: [1024]usize = undefined;
     for (every[0..case.bytes.len], 0..) |*cut, i| cut.* = i;
