@@ -390,3 +390,36 @@ test "RequestParser.parseContentLength" {
     try testing.expectError(error.InvalidContentLength, RequestParser.parseContentLength("-1"));
     try testing.expectError(error.InvalidContentLength, RequestParser.parseContentLength(""));
 }
+
+test "RequestParser: the block fast path agrees with line-by-line parsing, behind a long field" {
+    // A long first field line puts every case's remaining lines on the fast path.
+    const filler = "X-Filler: " ++ &repeat(60, 'f') ++ "\r\n";
+    for ([_][]const Case{ &valid_cases, &invalid_cases }) |cases| for (cases) |case| {
+        const line_end = (std.mem.find(u8, case.bytes, "\r\n") orelse continue) + 2;
+        var buffer: [2048]u8 = undefined;
+        const bytes = buffer[0 .. case.bytes.len + filler.len];
+        @memcpy(bytes[0..line_end], case.bytes[0..line_end]);
+        @memcpy(bytes[line_end..][0..filler.len], filler);
+        @memcpy(bytes[line_end + filler.len ..], case.bytes[line_end..]);
+
+        var storage: [header_count_max]http.Header = undefined;
+        var reference_storage: [header_count_max]http.Header = undefined;
+        const result = parseInPieces(&storage, bytes, &.{});
+        const reference = parseInPiecesWith(.feedLineByLine, &reference_storage, bytes, &.{});
+        errdefer std.debug.print("case: {f}\n", .{std.zig.fmtString(bytes)});
+        if (reference) |maybe_parser| {
+            const got = try result;
+            try testing.expectEqual(maybe_parser == null, got == null);
+            if (maybe_parser) |parser| {
+                try testing.expectEqual(parser.head.len, got.?.head.len);
+                try testing.expectEqual(parser.head.framing, got.?.head.framing);
+                try testing.expectEqual(parser.head.keep_alive, got.?.head.keep_alive);
+                try testing.expectEqual(parser.head.headers.len, got.?.head.headers.len);
+                for (parser.head.headers, got.?.head.headers) |want, have| {
+                    try testing.expectEqualStrings(want.name, have.name);
+                    try testing.expectEqualStrings(want.value, have.value);
+                }
+            }
+        } else |err| try testing.expectError(err, result);
+    };
+}
