@@ -1,8 +1,9 @@
 //! The field lines of a request head as 64-byte blocks of bitmaps, for the parser's fast path.
 //!
 //! `index` classifies the blocks from the first field line to the empty line that ends the
-//! head in one pass, a handful of vector compares per block: where the line feeds and colons
-//! are, which bytes are not common field-name bytes, and whether anything is irregular (a
+//! head in one pass, a handful of vector compares per block: where the line feeds are, which
+//! bytes are not common field-name bytes (so a name's end is one bit scan away, and nearly
+//! always the colon), and whether anything is irregular (a
 //! control byte not right before an LF, an LF not right after one). The parser then takes the
 //! lines from the bitmaps; no line waits for the scan of the one before it. Nothing here
 //! decides an error: a head with anything irregular, longer than `blocks_max` blocks or not
@@ -25,8 +26,6 @@ base: usize,
 end: usize,
 /// Line feeds, per block: bit i of `lf[k]` is byte `base + 64 * k + i`. Clear past `end`.
 lf: [blocks_max]Mask,
-/// Colons, per block.
-colon: [blocks_max]Mask,
 /// Bytes that are not a letter, a digit or '-', per block (nearly every field name is only
 /// those; other names are checked against the token table).
 name_other: [blocks_max]Mask,
@@ -49,7 +48,6 @@ pub fn index(blocks: *HeadBlocks, bytes: []const u8, start: usize) bool {
             .last(bytes, at);
         const lf = masks.lf;
         blocks.lf[k] = lf;
-        blocks.colon[k] = masks.colon;
         blocks.name_other[k] = masks.name_other;
 
         // Every control byte but LF must come right before an LF, and every LF right after
@@ -79,34 +77,20 @@ pub fn index(blocks: *HeadBlocks, bytes: []const u8, start: usize) bool {
     return false;
 }
 
-/// Index of the first colon in `bytes[from..to]`, or null.
-pub inline fn firstColon(blocks: *const HeadBlocks, from: usize, to: usize) ?usize {
-    assert(from >= blocks.base and from <= to and to <= blocks.end);
+/// Index of the first byte at or after `from` that is not a letter, a digit or '-': for a
+/// plain field line, the colon after its name. `from` is a line start before `end`, so the
+/// search stops at the line's CR at the latest.
+pub inline fn nameEnd(blocks: *const HeadBlocks, from: usize) usize {
+    assert(from >= blocks.base and from < blocks.end);
     var k = (from - blocks.base) / block_len;
-    var mask = blocks.colon[k] >> @intCast((from - blocks.base) % block_len);
+    var mask = blocks.name_other[k] >> @intCast((from - blocks.base) % block_len);
     var at = from;
     while (mask == 0) {
         k += 1;
         at = blocks.base + k * block_len;
-        if (at >= to) return null;
-        mask = blocks.colon[k];
+        mask = blocks.name_other[k];
     }
-    const colon = at + @ctz(mask);
-    return if (colon < to) colon else null;
-}
-
-/// Whether `bytes[from..to]` holds only letters, digits and '-'; false also for a name that
-/// spans more than two blocks, which the caller checks against the token table.
-pub inline fn isCommonName(blocks: *const HeadBlocks, from: usize, to: usize) bool {
-    assert(from >= blocks.base and from <= to and to <= blocks.end);
-    const first = from - blocks.base;
-    const last = to - blocks.base;
-    const k = first / block_len;
-    const from_start = ~((@as(Mask, 1) << @intCast(first % block_len)) -% 1);
-    const below_end = (@as(Mask, 1) << @intCast(last % block_len)) -% 1;
-    if (last / block_len == k) return blocks.name_other[k] & from_start & below_end == 0;
-    if (last / block_len != k + 1) return false;
-    return (blocks.name_other[k] & from_start) | (blocks.name_other[k + 1] & below_end) == 0;
+    return at + @ctz(mask);
 }
 
 /// The line feeds in order, the head's last one included.
@@ -134,7 +118,6 @@ pub const LineFeeds = struct {
 const Masks = struct {
     lf: Mask,
     control: Mask,
-    colon: Mask,
     name_other: Mask,
     /// The lanes that hold bytes of the head; the others are clear in every mask but
     /// `name_other`.
@@ -148,7 +131,6 @@ const Masks = struct {
         return .{
             .lf = bits(chunk == splat('\n')) >> shift & valid,
             .control = bits((chunk < splat(0x20)) | (chunk == splat(0x7f))) >> shift & valid,
-            .colon = bits(chunk == splat(':')) >> shift & valid,
             .name_other = ~(bits(alpha | digit | (chunk == splat('-'))) >> shift),
             .valid = valid,
         };
@@ -240,21 +222,14 @@ test "HeadBlocks.index: the end, or null, with odd bytes at every position" {
     }
 }
 
-test "HeadBlocks: firstColon and isCommonName" {
+test "HeadBlocks.nameEnd: within a block, across blocks, at odd bytes" {
     const bytes = "\nContent-Type: text/plain\r\nX_y: 1\r\nN:\r\n" ++ &@as([70]u8, @splat('A')) ++ ": 1\r\n\r\n";
     var blocks: HeadBlocks = undefined;
     try std.testing.expect(blocks.index(bytes, 1));
     try std.testing.expectEqual(bytes.len - 1, blocks.end);
-    try std.testing.expectEqual(13, blocks.firstColon(1, 25).?);
-    try std.testing.expect(blocks.isCommonName(1, 13));
-    try std.testing.expect(!blocks.isCommonName(1, 14));
-    try std.testing.expectEqual(30, blocks.firstColon(27, 34).?);
-    try std.testing.expect(!blocks.isCommonName(27, 30));
-    try std.testing.expectEqual(null, blocks.firstColon(31, 34));
-    try std.testing.expectEqual(36, blocks.firstColon(35, 38).?);
-    const long_name = 39;
-    try std.testing.expectEqual(long_name + 70, blocks.firstColon(long_name, bytes.len - 3).?);
-    try std.testing.expect(blocks.isCommonName(long_name, long_name + 70));
-    try std.testing.expect(!blocks.isCommonName(long_name, long_name + 71));
-    try std.testing.expect(blocks.isCommonName(long_name + 6, long_name + 70));
+    try std.testing.expectEqual(13, blocks.nameEnd(1)); // the colon
+    try std.testing.expectEqual(28, blocks.nameEnd(27)); // the '_'
+    try std.testing.expectEqual(36, blocks.nameEnd(35));
+    try std.testing.expectEqual(39 + 70, blocks.nameEnd(39)); // across a block boundary
+    try std.testing.expectEqual(bytes.len - 2, blocks.nameEnd(bytes.len - 2)); // the final CR
 }

@@ -377,11 +377,15 @@ fn parseFieldsBlocks(parser: *RequestParser, bytes: []const u8) Error!bool {
                 return error.HeaderSectionTooLarge;
             return true;
         }
-        const colon = blocks.firstColon(start, lf) orelse return false;
+        // The name's end is nearly always its colon; other token bytes ('_', '.', …) take the
+        // table, and any other line the line-by-line parser.
+        var colon = blocks.nameEnd(start);
+        if (bytes[colon] != ':') {
+            colon = std.mem.findScalarPos(u8, bytes[0..lf], colon, ':') orelse return false;
+            if (!scan.isToken(bytes[start..colon])) return false;
+        }
         if (colon == start) return false;
-        if (!blocks.isCommonName(start, colon) and !scan.isToken(bytes[start..colon]))
-            return false;
-        try parser.addField(bytes, &count, start, colon, lf - 1);
+        try parser.addField(bytes, storage, &count, start, colon, lf - 1);
         start = lf + 1;
     }
 }
@@ -432,7 +436,7 @@ fn parseFieldsLines(parser: *RequestParser, bytes: []const u8) Error!Progress {
             '\n' => return error.BareLineFeed,
             else => return error.InvalidHeaderValue,
         }
-        try parser.addField(bytes, &count, start, i, stop);
+        try parser.addField(bytes, storage, &count, start, i, stop);
         start = stop + 2;
     }
 }
@@ -442,6 +446,7 @@ fn parseFieldsLines(parser: *RequestParser, bytes: []const u8) Error!Progress {
 inline fn addField(
     parser: *RequestParser,
     bytes: []const u8,
+    storage: []http.Header,
     count: *usize,
     start: usize,
     colon: usize,
@@ -457,7 +462,6 @@ inline fn addField(
         while (value_end > value_start and isWhitespace(bytes[value_end - 1])) value_end -= 1;
     }
     // The head's size is checked when its end is found, or by `feed` while it is incomplete.
-    const storage = parser.header_storage;
     if (count.* == storage.len) return error.TooManyHeaders;
     const name = bytes[start..colon];
     storage[count.*] = .{ .name = name, .value = bytes[value_start..value_end] };
