@@ -3,12 +3,12 @@
 //! `index` classifies the blocks from the first field line to the empty line that ends the
 //! head in one pass, a handful of vector compares per block: where the line feeds are, which
 //! bytes are not common field-name bytes (so a name's end is one bit scan away, and nearly
-//! always the colon), and whether anything is irregular (a
-//! control byte not right before an LF, an LF not right after one). The parser then takes the
-//! lines from the bitmaps; no line waits for the scan of the one before it. Nothing here
-//! decides an error: a head with anything irregular, longer than `blocks_max` blocks or not
-//! complete yet is left to the line-by-line parser, and so is any line the fast path does not
-//! take, so both paths reject exactly the same inputs with exactly the same errors.
+//! always the colon), and whether anything is irregular (a control byte not right before an
+//! LF, an LF not right after one). The parser then takes the lines from the bitmaps; no line
+//! waits for the scan of the one before it. Nothing here decides an error: a head with
+//! anything irregular, longer than `blocks_max` blocks or not complete yet is left to the
+//! line-by-line parser, and so is any line the fast path does not take, so both paths reject
+//! exactly the same inputs with exactly the same errors.
 const std = @import("std");
 const assert = std.debug.assert;
 
