@@ -11,6 +11,7 @@
 //! exactly the same inputs with exactly the same errors.
 const std = @import("std");
 const assert = std.debug.assert;
+const scan = @import("scan.zig");
 
 const HeadBlocks = @This();
 
@@ -125,13 +126,11 @@ const Masks = struct {
 
     /// The masks of `chunk` shifted right by `shift` lanes, limited to `valid`.
     inline fn of(chunk: Block, shift: u6, valid: Mask) Masks {
-        const lower = chunk | splat(0x20);
-        const alpha = (lower -% splat('a')) < splat(26);
-        const digit = (chunk -% splat('0')) < splat(10);
+        const name_common = ~scan.notNameFast(block_len, chunk);
         return .{
             .lf = bits(chunk == splat('\n')) >> shift & valid,
             .control = bits((chunk < splat(0x20)) | (chunk == splat(0x7f))) >> shift & valid,
-            .name_other = ~(bits(alpha | digit | (chunk == splat('-'))) >> shift),
+            .name_other = ~(name_common >> shift),
             .valid = valid,
         };
     }

@@ -142,7 +142,7 @@ inline fn tokenEnd(bytes: []const u8, start: usize) usize {
 }
 
 /// The lanes of `chunk` that are not a letter, a digit or '-' (the common name bytes).
-inline fn notNameFast(comptime len: usize, chunk: @Vector(len, u8)) @Int(.unsigned, len) {
+pub inline fn notNameFast(comptime len: usize, chunk: @Vector(len, u8)) @Int(.unsigned, len) {
     const V = @Vector(len, u8);
     const lower = chunk | @as(V, @splat(0x20));
     const alpha = (lower -% @as(V, @splat('a'))) < @as(V, @splat(26));
