@@ -166,12 +166,25 @@ pub fn build(b: *std.Build) void {
         }),
         .filters = test_filters,
     });
+    // The layering rules (docs/architecture.md), checked by reading the sources.
+    const layering_options = b.addOptions();
+    layering_options.addOptionPath("src_root", b.path("src/root.zig"));
+    const layering_tests = b.addTest(.{
+        .name = "layering",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("tests/layering.zig"),
+            .target = target,
+            .optimize = optimize,
+            .imports = &.{.{ .name = "build_options", .module = layering_options.createModule() }},
+        }),
+        .filters = test_filters,
+    });
     // The real clients the tests use, installed from Debian's packages when missing, so
     // `zig build test` is the only set-up a fresh machine needs.
     const test_tools = b.addSystemCommand(&.{"tests/tools"});
     test_tools.setName("install test tools");
     test_tools.has_side_effects = true;
-    for ([_]*std.Build.Step.Compile{ unit_tests, integration_tests, router_tests, hardening_tests, bench_tests, bench_router_tests, bench_queue_tests }) |t| {
+    for ([_]*std.Build.Step.Compile{ unit_tests, integration_tests, router_tests, hardening_tests, bench_tests, bench_router_tests, bench_queue_tests, layering_tests }) |t| {
         const run = b.addRunArtifact(t);
         run.has_side_effects = true; // always run, so the summary counts every test
         run.step.dependOn(&test_tools.step);

@@ -2,7 +2,6 @@
 //! fit for the open internet. `validate` ties the limits together; `Server.init` refuses a
 //! configuration it rejects, naming the offending field.
 const std = @import("std");
-const EngineKind = @import("engine.zig").Kind;
 
 const Config = @This();
 
@@ -15,7 +14,7 @@ port: u16 = 8080,
 /// Engine threads (each with its own listener); 0 means one per CPU.
 workers: u16 = 0,
 /// How connections are driven.
-engine: EngineKind = .epoll,
+engine: Engine = .epoll,
 /// Processes serving the port (`Server.run` forks them and restarts any that crash);
 /// 1 serves in the calling process.
 processes: u16 = 1,
@@ -241,3 +240,22 @@ test "Config: inconsistent limits are named" {
     try std.testing.expectError(error.InvalidConfig, config.validate(&reason));
     try std.testing.expect(std.mem.find(u8, reason, "request_line_bytes_max") != null);
 }
+
+/// The engines saker offers (`engine.Kind` names the same type).
+pub const Engine = enum {
+    /// One thread: accept a connection, serve it to the end, accept the next.
+    blocking,
+    /// An accept loop that starts a thread per connection.
+    thread_per_connection,
+    /// Acceptor threads hand connections to a fixed pool of blocking workers.
+    worker_pool,
+    /// One thread per worker, each with its own listener and epoll instance.
+    epoll,
+    /// One thread per worker, each with its own listener and io_uring.
+    io_uring,
+
+    /// Parses an engine name as given to `--engine`.
+    pub fn parse(name: []const u8) ?Engine {
+        return std.meta.stringToEnum(Engine, name);
+    }
+};

@@ -87,7 +87,7 @@ pub const Next = union(enum) {
     /// Write these bytes (one writev), then call `onSend` with the count written.
     send: []const posix.iovec_const,
     /// Send this file range (sendfile), then call `onSend` with the count sent.
-    send_file: Response.File,
+    send_file: File,
     /// Nothing to do until the worker's completion event fires (a pool thread runs the
     /// handler); then call `onPoolEvent`.
     wait,
@@ -136,6 +136,21 @@ pub const BodyReader = struct {
         return reader.connection.pull(limit.slice(r.buffer));
     }
 };
+
+/// The file range of `Next.send_file`.
+pub const File = Response.File;
+
+/// Whether the connection waits for a request's first byte and holds nothing: at shutdown
+/// `drain` closes it, once the engine has made sure no request waits in the socket.
+pub fn idle(c: *const Connection) bool {
+    return c.phase == .idle and c.exchange == null;
+}
+
+/// Whether the connection speaks WebSocket (it then takes work queued by other threads:
+/// `onWake`).
+pub fn websocketOpen(c: *const Connection) bool {
+    return c.websocket != null;
+}
 
 /// A new connection, idle until its first byte arrives.
 pub fn init(worker: *Worker) Connection {
@@ -353,7 +368,9 @@ pub fn onTimeout(c: *Connection) void {
     }
 }
 
-/// Server shutdown: close if idle; otherwise finish the current request, then close.
+/// Server shutdown: close if idle; otherwise finish the current request, then close. An open
+/// WebSocket is told 1001 and closes once the client answers. Engines call it again on every
+/// sweep while draining; it only acts when there is something to do.
 pub fn drain(c: *Connection) void {
     if (c.phase == .idle and c.exchange == null) c.phase = .closed;
     if (c.phase == .websocket) {

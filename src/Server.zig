@@ -207,6 +207,9 @@ pub fn Server(comptime Handler: type) type {
         budget: Arena.Budget,
         /// What thread-based engines share (set up when serving starts).
         shared: engine.Shared = undefined,
+        /// WebSocket sessions of thread-based engines, whose workers live shorter than the
+        /// server (`shared.session_pool` points here when set up).
+        sessions: websocket.SessionPool = .{},
         /// The `worker_pool` engine's threads and queue.
         pool: engine.WorkerPool = undefined,
         /// Threads for handlers that may block (event engines only).
@@ -494,9 +497,10 @@ pub fn Server(comptime Handler: type) type {
             };
             if (server.shared.dispatch.websocket != null and server.workersPerConnection()) {
                 // Outlives the connection threads, so a kept `Conn` stays safe to call.
-                try server.shared.sessions.init(server.config.connections_max);
+                try server.sessions.init(server.config.connections_max);
+                server.shared.session_pool = &server.sessions;
             }
-            errdefer server.shared.sessions.deinit();
+            errdefer server.sessions.deinit();
             const count = server.listeners.len;
             const per_listener_workers = switch (server.config.engine) {
                 .epoll, .blocking, .io_uring => count,
@@ -628,7 +632,7 @@ pub fn Server(comptime Handler: type) type {
             if (!abandoned) server.gpa.free(server.workers);
             server.workers = &.{};
             // Connection threads that outlived the shutdown may still use their sessions.
-            if (server.control.connections.load(.acquire) == 0) server.shared.sessions.deinit();
+            if (server.control.connections.load(.acquire) == 0) server.sessions.deinit();
         }
 
         /// Whether the engine makes its workers per thread (which end before the server).

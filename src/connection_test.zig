@@ -372,6 +372,7 @@ fn expectStatus(config: Config, input: []const u8, comptime status_line: []const
     try fixture.init(config);
     defer fixture.deinit();
     for ([_]Simulation.Cuts{ .whole, .bytes, .{ .random = .{ .seed = 3 } } }) |cut| {
+        errdefer std.debug.print("cuts: {any}\n", .{cut});
         const result = try Simulation.run(testing.allocator, &fixture.worker, input, .{ .cuts = cut });
         defer testing.allocator.free(result.output);
         testing.expect(std.mem.startsWith(u8, result.output, status_line)) catch |err| {
@@ -461,6 +462,7 @@ test "Connection: random splits of a mixed pipelined stream" {
         "HTTP/1.1 200 OK\r\n" ++ date ++ "Content-Type: text/plain\r\nContent-Length: 13\r\n\r\n" ++
         ok(null, "PUT /echo?k=v q=k=v body=body");
     for (0..200) |seed| {
+        errdefer std.debug.print("random splits with seed {d} (Simulation.Cuts.random, max 40)\n", .{seed});
         var fixture: Fixture = undefined;
         try fixture.init(.{});
         defer fixture.deinit();
@@ -484,6 +486,7 @@ test "Connection hooks: a streamed Content-Length body reaches onBody, not memor
     const input = "POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 10000\r\n\r\n" ++ body ++
         "GET /hello HTTP/1.1\r\nHost: a\r\n\r\n";
     for ([_]Simulation.Cuts{ .whole, .bytes, .{ .random = .{ .seed = 5, .max = 700 } } }) |cut| {
+        errdefer std.debug.print("cuts: {any}\n", .{cut});
         const run = try runHooks(.{ .recv_buffer_bytes = 1024 }, input, cut);
         defer testing.allocator.free(run.output);
         try testing.expectEqualStrings(ok(null, "streamed 10000, buffered 0") ++ ok("text/plain", "Hello, World!"), run.output);
@@ -497,6 +500,7 @@ test "Connection hooks: a streamed chunked body" {
     for (0..50) |_| try input.appendSlice(testing.allocator, "64\r\n" ++ repeat("x", 100) ++ "\r\n");
     try input.appendSlice(testing.allocator, "0\r\n\r\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n");
     for ([_]Simulation.Cuts{ .whole, .bytes, .{ .random = .{ .seed = 9, .max = 300 } } }) |cut| {
+        errdefer std.debug.print("cuts: {any}\n", .{cut});
         const run = try runHooks(.{ .recv_buffer_bytes = 1024 }, input.items, cut);
         defer testing.allocator.free(run.output);
         try testing.expectEqualStrings(ok(null, "streamed 5000, buffered 0") ++ ok("text/plain", "Hello, World!"), run.output);

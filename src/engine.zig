@@ -7,7 +7,6 @@ const Config = @import("Config.zig");
 const Worker = @import("Worker.zig");
 const Arena = @import("Arena.zig");
 const Connection = @import("Connection.zig");
-const SessionPool = @import("websocket/SessionPool.zig");
 
 const log = std.log.scoped(.saker);
 
@@ -25,9 +24,10 @@ pub const Shared = struct {
     dispatch: Worker.Dispatch,
     budget: *Arena.Budget,
     control: *Control,
-    /// WebSocket sessions for the workers made here, which live shorter than the server (set
-    /// up by the server for thread-based engines when the handler declares `WebSocket`).
-    sessions: SessionPool = .{},
+    /// Where the workers made here take their WebSocket sessions from: a pool that outlives
+    /// them, so a `Conn` a handler kept stays safe to call (set up by the server for
+    /// thread-based engines when the handler declares `WebSocket`).
+    session_pool: @FieldType(Worker.Options, "session_pool") = null,
 
     /// Sets up a worker for one connection at a time.
     pub fn initWorker(shared: *Shared, worker: *Worker) !void {
@@ -35,7 +35,7 @@ pub const Shared = struct {
             .connections_max = 1,
             .large_buffers_max = 1,
             .budget = shared.budget,
-            .session_pool = if (shared.sessions.sessions.len > 0) &shared.sessions else null,
+            .session_pool = shared.session_pool,
         });
     }
 
@@ -70,13 +70,20 @@ pub fn eventfd() error{SystemResources}!linux.fd_t {
     return @intCast(rc);
 }
 
-/// Tells a connection the server cannot take it (503) and closes it, without ever waiting:
-/// the 503 is written and the write side shut down (FIN), then what the client already sent
-/// is read and dropped, so the close does not answer unread bytes with a reset that could
-/// destroy the 503 before the client reads it. Bytes that arrive after that still meet a
-/// closed socket (a reset); the client has the 503 and the FIN by then.
+/// Tells a connection the server cannot take it (503) and closes it, without ever waiting
+/// (`answerOverloaded`, then close).
 pub fn refuse(fd: linux.fd_t) void {
     defer socket.close(fd);
+    answerOverloaded(fd);
+}
+
+/// Sends the 503 of `connections_max` and ends the connection's write side, without ever
+/// waiting: the 503 is written and the write side shut down (FIN), then what the client
+/// already sent is read and dropped, so the close that follows does not answer unread bytes
+/// with a reset that could destroy the 503 before the client reads it. Bytes that arrive
+/// after that still meet a closed socket (a reset); the client has the 503 and the FIN by
+/// then. Every engine refuses this way; the caller closes `fd`.
+pub fn answerOverloaded(fd: linux.fd_t) void {
     _ = socket.sendNow(fd, Connection.overloaded_response) catch return;
     socket.shutdownWrite(fd);
     var scratch: [4096]u8 = undefined;
@@ -86,7 +93,7 @@ pub fn refuse(fd: linux.fd_t) void {
     }
 }
 
-/// Reads `refuse` makes to empty a refused connection's receive queue (16 KiB): enough for
+/// Reads `answerOverloaded` makes to empty a refused connection's receive queue (16 KiB): enough for
 /// any request head that fits in one go; a client still sending a body gets a reset.
 const refuse_reads_max = 4;
 
@@ -274,6 +281,53 @@ pub fn pauseAccepting(control: *Control, err: anyerror) void {
     };
 }
 
+/// Connections an event loop accepts in one round before other work gets a turn.
+pub const accepts_per_round = 64;
+
+/// Accepts up to `accepts_per_round` connections on the non-blocking listener of an event
+/// loop (`epoll`, the `worker_pool`'s pollers) and hands each to `loop.onAccept(fd, peer)`.
+/// Clears `loop.listener_ready` once the listener is empty; after an error that may last
+/// (out of file descriptors, an unexpected errno) it pauses accepting for `accept_pause_ms`
+/// rather than spin, while connections go on being served.
+pub fn acceptRound(loop: anytype, control: *const Control, now_ms: u64) void {
+    const listener = loop.listener.?;
+    for (0..accepts_per_round) |_| {
+        var peer: ?std.Io.net.IpAddress = null;
+        const fd = socket.acceptPeer(listener.fd, true, &peer) catch |err| switch (err) {
+            error.WouldBlock => {
+                loop.listener_ready = false;
+                return;
+            },
+            error.Interrupted, error.ConnectionAborted => continue,
+            error.SystemResources, error.ListenerClosed, error.Unexpected => {
+                logAcceptPause(control, err);
+                loop.accept_paused_until_ms = now_ms + accept_pause_ms;
+                return;
+            },
+        };
+        loop.onAccept(fd, peer);
+    }
+}
+
+/// What `awaitAccept` came to.
+pub const AcceptWait = enum { accept, stop, idle };
+
+/// For accept loops that block (`blocking`, `thread_per_connection`): waits until
+/// `listener_fd` has a connection or the server stops, at most `Worker.tick_interval_ms`, so
+/// the caller can run the handler's tick hook when idle.
+pub fn awaitAccept(control: *Control, listener_fd: linux.fd_t) AcceptWait {
+    var fds = [_]std.posix.pollfd{
+        .{ .fd = listener_fd, .events = std.posix.POLL.IN, .revents = 0 },
+        .{ .fd = control.wake_fd, .events = std.posix.POLL.IN, .revents = 0 },
+    };
+    _ = std.posix.poll(&fds, Worker.tick_interval_ms) catch |err| {
+        pauseAccepting(control, err);
+        return .idle;
+    };
+    if (fds[1].revents != 0) return .stop;
+    return if (fds[0].revents != 0) .accept else .idle;
+}
+
 /// Milliseconds on the monotonic clock.
 pub fn monotonicMs() u64 {
     var now: linux.timespec = undefined;
@@ -281,27 +335,13 @@ pub fn monotonicMs() u64 {
     return @as(u64, @intCast(now.sec)) * 1000 + @as(u64, @intCast(now.nsec)) / std.time.ns_per_ms;
 }
 
-/// The engines saker offers.
-pub const Kind = enum {
-    /// One thread: accept a connection, serve it to the end, accept the next.
-    blocking,
-    /// An accept loop that starts a thread per connection.
-    thread_per_connection,
-    /// Acceptor threads hand connections to a fixed pool of blocking workers.
-    worker_pool,
-    /// One thread per worker, each with its own listener and epoll instance.
-    epoll,
-    /// One thread per worker, each with its own listener and io_uring.
-    io_uring,
-
-    /// Parses an engine name as given to `--engine`.
-    pub fn parse(name: []const u8) ?Kind {
-        return std.meta.stringToEnum(Kind, name);
-    }
-};
+/// The engines saker offers (defined beside `Config.engine`, which imports no engine).
+pub const Kind = Config.Engine;
 
 test {
     _ = socket;
+    _ = @import("engine/slot_table.zig");
+    _ = @import("engine/driver.zig");
 }
 
 /// A loopback client connected to `port` (blocking, with a 5 s receive timeout).

@@ -5,6 +5,8 @@ const std = @import("std");
 const testing = std.testing;
 const linux = std.os.linux;
 const saker = @import("saker");
+const usable = @import("engines.zig").usable;
+const usableNames = @import("engines.zig").usableNames;
 const build_options = @import("build_options");
 const Client = @import("Client.zig");
 const sleepMs = @import("clock.zig").sleepMs;
@@ -134,7 +136,7 @@ const unambiguous_corpus = [_]Unambiguous{
 };
 
 test "smuggling: ambiguous framing is refused and the connection closed, on every engine" {
-    for (all_engines) |kind| {
+    for (usable(&all_engines)) |kind| {
         const running = try ServerThread(Echo).start(kind, .{});
         defer running.stop();
         for (smuggling_corpus) |case| {
@@ -153,7 +155,7 @@ test "smuggling: ambiguous framing is refused and the connection closed, on ever
 }
 
 test "smuggling: unusual but valid framing is read exactly one way, on every engine" {
-    for (all_engines) |kind| {
+    for (usable(&all_engines)) |kind| {
         const running = try ServerThread(Echo).start(kind, .{});
         defer running.stop();
         for (unambiguous_corpus) |case| {
@@ -212,7 +214,7 @@ const Slowloris = struct {
 test "slowloris: 1000 dribbling connections do not slow a normal client" {
     // The blocking engine serves one connection at a time, so a slowloris connection holds
     // it until header_timeout_ms; it is not built for this. worker_pool parks them.
-    for ([_]saker.engine.Kind{ .epoll, .io_uring, .thread_per_connection, .worker_pool }) |kind| {
+    for (usable(&.{ .epoll, .io_uring, .thread_per_connection, .worker_pool })) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try ServerThread(Echo).start(kind, .{ .header_timeout_ms = 60_000, .thread_stack_bytes = 256 * 1024 });
         defer running.stop();
@@ -238,7 +240,7 @@ test "slowloris: 1000 dribbling connections do not slow a normal client" {
 }
 
 test "slowloris: the header timeout answers 408 and frees the connection" {
-    for (all_engines) |kind| {
+    for (usable(&all_engines)) |kind| {
         const running = try ServerThread(Echo).start(kind, .{ .header_timeout_ms = 300 });
         defer running.stop();
         var client = try Client.connect(running.port(), 10_000);
@@ -270,7 +272,7 @@ fn processCpuMs(pid: linux.pid_t) !u64 {
 
 test "out of file descriptors: accepting backs off, existing connections are served" {
     const io = testing.io;
-    for ([_][]const u8{ "epoll", "io_uring", "thread_per_connection", "worker_pool" }) |engine_name| {
+    for (usableNames(&.{ "epoll", "io_uring", "thread_per_connection", "worker_pool" })) |engine_name| {
         errdefer std.debug.print("engine {s}\n", .{engine_name});
         var script: [512]u8 = undefined;
         // 64 descriptors: the server uses a handful; the rest go quickly.
@@ -357,7 +359,7 @@ fn load(port: u16, result: *LoadResult) void {
 
 test "shutdown under load: every request read is answered, then the process exits 0" {
     const io = testing.io;
-    for ([_][]const u8{ "epoll", "io_uring", "thread_per_connection", "worker_pool", "blocking" }) |engine_name| {
+    for (usableNames(&.{ "epoll", "io_uring", "thread_per_connection", "worker_pool", "blocking" })) |engine_name| {
         errdefer std.debug.print("engine {s}\n", .{engine_name});
         var child = try std.process.spawn(io, .{
             .argv = &.{ build_options.hello_exe, "--port", "0", "--workers", "2", "--engine", engine_name },
@@ -391,7 +393,7 @@ test "shutdown under load: every request read is answered, then the process exit
 
 test "slowhttptest: slowloris, slow body and slow read leave the service available" {
     const io = testing.io;
-    for ([_][]const u8{ "epoll", "io_uring", "worker_pool" }) |engine_name| {
+    for (usableNames(&.{ "epoll", "io_uring", "worker_pool" })) |engine_name| {
         for ([_][]const u8{ "-H", "-B", "-X" }) |mode| {
             errdefer std.debug.print("engine {s}, slowhttptest {s}\n", .{ engine_name, mode });
             var child = try std.process.spawn(io, .{
@@ -480,7 +482,7 @@ fn soak(port: u16, requests: usize) !void {
 
 test "soak: memory does not grow over a long keep-alive run" {
     const io = testing.io;
-    for ([_][]const u8{ "epoll", "io_uring", "thread_per_connection", "worker_pool" }) |engine_name| {
+    for (usableNames(&.{ "epoll", "io_uring", "thread_per_connection", "worker_pool" })) |engine_name| {
         errdefer std.debug.print("engine {s}\n", .{engine_name});
         var child = try std.process.spawn(io, .{
             .argv = &.{ build_options.echo_exe, "--port", "0", "--workers", "1", "--engine", engine_name },
@@ -515,7 +517,7 @@ test "accept errors: accepting pauses and resumes once the listener works again"
     // The listener's descriptor is swapped for an eventfd (readable, so poll wakes and accept
     // fails with ENOTSOCK), then swapped back. Engines that poll the listener only; epoll and
     // io_uring registered the socket itself, so the swap is invisible to them.
-    for ([_]saker.engine.Kind{ .blocking, .thread_per_connection, .worker_pool }) |kind| {
+    for (usable(&.{ .blocking, .thread_per_connection, .worker_pool })) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try ServerThread(Echo).start(kind, .{ .workers = 1 });
         defer running.stop();
@@ -557,7 +559,7 @@ test "shutdown: serve returns only after every connection thread is done, past t
     defer testing.log_level = log_level;
     // A connection thread still running after `serve` returned would use the server's memory
     // after `deinit`: the thread engines wait for their threads, however long a handler takes.
-    for ([_]saker.engine.Kind{ .blocking, .thread_per_connection, .worker_pool }) |kind| {
+    for (usable(&.{ .blocking, .thread_per_connection, .worker_pool })) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try ServerThread(Slow).start(kind, .{ .shutdown_timeout_ms = 100 });
         var client = try Client.connect(running.port(), 10_000);

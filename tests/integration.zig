@@ -4,6 +4,7 @@ const std = @import("std");
 const testing = std.testing;
 const linux = std.os.linux;
 const saker = @import("saker");
+const usable = @import("engines.zig").usable;
 const build_options = @import("build_options");
 const Client = @import("Client.zig");
 const sleepMs = @import("clock.zig").sleepMs;
@@ -123,7 +124,7 @@ fn waitFor(flag: *const std.atomic.Value(bool), timeout_ms: u64) !void {
 }
 
 test "keep-alive: several requests on one connection" {
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         const running = try Running.start(kind, .{});
         defer running.stop();
         var client = try Client.connect(running.port(), 10_000);
@@ -140,7 +141,7 @@ test "keep-alive: several requests on one connection" {
 }
 
 test "HTTP/1.0: closed after the response unless keep-alive was asked" {
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         const running = try Running.start(kind, .{});
         defer running.stop();
         {
@@ -168,7 +169,7 @@ test "HTTP/1.0: closed after the response unless keep-alive was asked" {
 }
 
 test "pipelining: 64 requests in one write are answered in order" {
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         const running = try Running.start(kind, .{});
         defer running.stop();
         var client = try Client.connect(running.port(), 10_000);
@@ -187,7 +188,7 @@ test "pipelining: 64 requests in one write are answered in order" {
 }
 
 test "chunked request bodies, and a streamed response" {
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         const running = try Running.start(kind, .{});
         defer running.stop();
         var client = try Client.connect(running.port(), 10_000);
@@ -218,7 +219,7 @@ test "chunked request bodies, and a streamed response" {
 }
 
 test "Expect: 100-continue is answered before the body is sent" {
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         const running = try Running.start(kind, .{});
         defer running.stop();
         var client = try Client.connect(running.port(), 10_000);
@@ -261,7 +262,7 @@ const error_cases = [_]ErrorCase{
 };
 
 test "every error status is followed by a close, and the server goes on serving" {
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         const running = try Running.start(kind, .{});
         defer running.stop();
         for (error_cases) |case| {
@@ -300,7 +301,7 @@ test "every error status is followed by a close, and the server goes on serving"
 }
 
 test "a 60 KiB head borrows a large buffer and is answered" {
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         const running = try Running.start(kind, .{});
         defer running.stop();
         var client = try Client.connect(running.port(), 10_000);
@@ -322,7 +323,7 @@ test "a 60 KiB head borrows a large buffer and is answered" {
 test "a handler error is a 500 and a close" {
     const log_level = quietWarnings();
     defer testing.log_level = log_level;
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         const running = try Running.start(kind, .{});
         defer running.stop();
         var client = try Client.connect(running.port(), 10_000);
@@ -336,7 +337,7 @@ test "a handler error is a 500 and a close" {
 }
 
 test "a slow head gets 408; an idle keep-alive connection is closed" {
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         const running = try Running.start(kind, .{ .header_timeout_ms = 200, .idle_timeout_ms = 300 });
         defer running.stop();
         {
@@ -361,7 +362,7 @@ test "a slow head gets 408; an idle keep-alive connection is closed" {
 }
 
 test "500 concurrent clients" {
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         const running = try Running.start(kind, .{});
         defer running.stop();
         var clients: [500]Client = undefined;
@@ -385,7 +386,7 @@ test "500 concurrent clients" {
 }
 
 test "idle keep-alive and half-sent requests beyond pool_threads do not hold up a new client" {
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         // The blocking engine serves one connection at a time by design.
         if (kind == .blocking) continue;
         errdefer std.debug.print("engine {t}\n", .{kind});
@@ -440,7 +441,7 @@ test "idle keep-alive and half-sent requests beyond pool_threads do not hold up 
 }
 
 test "a client that disconnects mid-request does not disturb anyone" {
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         const running = try Running.start(kind, .{});
         defer running.stop();
         for ([_][]const u8{ "GET / HT", "POST /len HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nabc" }) |partial| {
@@ -458,7 +459,7 @@ test "a client that never reads its response does not stop others being served" 
     // Engines that stream the body log the handler's failed write when the client is dropped.
     const log_level = quietWarnings();
     defer testing.log_level = log_level;
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         // The blocking engine serves one connection at a time: it gets to the next client
         // once the write timeout has dropped the one that does not read.
         const running = try Running.start(kind, .{ .write_timeout_ms = 500 });
@@ -492,7 +493,7 @@ fn expectRefused(port: u16) !void {
 
 test "connections_max holds for the whole server: one more gets 503 and a FIN, on every engine" {
     const connections_max = 8;
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         // Four listeners (SO_REUSEPORT): the kernel spreads the connections unevenly, and
         // the limit must still be the server's, not a quarter of it per listener.
@@ -552,7 +553,7 @@ test "connections_max holds for the whole server: one more gets 503 and a FIN, o
 
 test "body_timeout_ms: a body trickling in steadily succeeds, a stalled one gets 408 and a close" {
     const body_timeout_ms = 400;
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try Running.start(kind, .{ .body_timeout_ms = body_timeout_ms });
         defer running.stop();
@@ -593,7 +594,7 @@ test "body_timeout_ms: a body trickling in steadily succeeds, a stalled one gets
 test "a handler status outside 100-599 is a 500 and a close, on every engine" {
     const log_level = quietWarnings();
     defer testing.log_level = log_level;
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try Running.start(kind, .{});
         defer running.stop();
@@ -618,7 +619,7 @@ test "a handler status outside 100-599 is a 500 and a close, on every engine" {
 }
 
 test "a client that never reads a large response does not hold a thread" {
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         // The blocking engine serves one connection at a time by design.
         if (kind == .blocking) continue;
         errdefer std.debug.print("engine {t}\n", .{kind});
@@ -643,7 +644,7 @@ test "a client that never reads a large response does not hold a thread" {
 }
 
 test "large bodies in and out" {
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         const running = try Running.start(kind, .{});
         defer running.stop();
         var client = try Client.connect(running.port(), 10_000);
@@ -685,7 +686,7 @@ fn spawnExample(path: []const u8, kind: saker.engine.Kind) !struct { child: std.
 
 test "SIGTERM: the request in flight is answered, then the process exits 0" {
     const io = testing.io;
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         var started = try spawnExample(build_options.echo_exe, kind);
         var client = try Client.connect(started.port, 10_000);
@@ -761,7 +762,7 @@ fn holdRequest(port: u16) !Client {
 
 test "SIGTERM: connections made after the signal get no answer; the exit follows the held request" {
     const io = testing.io;
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         var started = try spawnLogged(build_options.echo_exe, kind);
         var exited = false;
@@ -811,7 +812,7 @@ test "SIGTERM: connections made after the signal get no answer; the exit follows
 
 test "SIGTERM twice: the process exits at once with status 1, even with a request in flight" {
     const io = testing.io;
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         var started = try spawnLogged(build_options.echo_exe, kind);
         var exited = false;
@@ -839,7 +840,7 @@ test "SIGTERM twice: the process exits at once with status 1, even with a reques
 
 test "curl as a real client: keep-alive, POST, HEAD and chunked upload" {
     const io = testing.io;
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         const running = try Running.start(kind, .{});
         defer running.stop();
         var url_buffer: [2][64]u8 = undefined;
@@ -934,7 +935,7 @@ const Uploader = struct {
 };
 
 test "hooks: a 20 MiB upload streams through onBody; skip refuses without 100 Continue" {
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         const running = try ServerThread(Uploader).start(kind, .{});
         defer running.stop();
         var client = try Client.connect(running.port(), 10_000);
@@ -999,7 +1000,7 @@ fn readable(client: *Client) bool {
 const event_engines = [_]saker.engine.Kind{ .epoll, .io_uring };
 
 test "handler pool: a handler sleeping 200 ms does not delay fast requests on other connections" {
-    for (event_engines) |kind| {
+    for (usable(&event_engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try ServerThread(Sleepy).start(kind, .{ .workers = 1 });
         defer running.stop();
@@ -1061,7 +1062,7 @@ fn firstReadable(a: *Client, b: *Client) ?*Client {
 }
 
 test "handler pool: a full queue answers 503; the queued request is served when a thread frees" {
-    for (event_engines) |kind| {
+    for (usable(&event_engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         // One handler thread and room for one waiting request.
         const running = try ServerThread(Gate).start(kind, .{ .workers = 1, .handler_threads = 1, .handler_queue_max = 1 });
@@ -1102,7 +1103,7 @@ test "handler pool: a full queue answers 503; the queued request is served when 
 }
 
 test "handler pool: responses stream while the handler runs, and pipelining keeps order" {
-    for (event_engines) |kind| {
+    for (usable(&event_engines)) |kind| {
         const running = try ServerThread(Sleepy).start(kind, .{ .workers = 1, .handler_threads = 4 });
         defer running.stop();
         var client = try Client.connect(running.port(), 10_000);

@@ -4,6 +4,7 @@ const std = @import("std");
 const testing = std.testing;
 const linux = std.os.linux;
 const saker = @import("saker");
+const usable = @import("engines.zig").usable;
 const fixtures = @import("fixtures");
 const arena_example = @import("arena_example");
 const router_example = @import("router_example");
@@ -104,7 +105,7 @@ test "arena: /baseline11 sums the query and the body (length, chunked, split)" {
     var fixture: ArenaFixture = undefined;
     try fixture.init();
     defer fixture.deinit();
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try ArenaServer.start(kind, .{ .context = &fixture.app }, .{});
         defer running.stop();
@@ -167,7 +168,7 @@ test "arena: /pipeline, pipelined; 404, 405 and OPTIONS" {
     var fixture: ArenaFixture = undefined;
     try fixture.init();
     defer fixture.deinit();
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try ArenaServer.start(kind, .{ .context = &fixture.app }, .{});
         defer running.stop();
@@ -225,7 +226,7 @@ test "arena: /json/{count}?m=M serialises the first items with their totals" {
     defer fixture.deinit();
     const items = fixture.app.items;
     try testing.expectEqual(@as(usize, 50), items.len);
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try ArenaServer.start(kind, .{ .context = &fixture.app }, .{});
         defer running.stop();
@@ -282,7 +283,7 @@ test "arena: /upload counts a streamed body, 20 MiB included, without buffering 
     const big = try testing.allocator.alloc(u8, 20 * 1024 * 1024);
     defer testing.allocator.free(big);
     for (big, 0..) |*b, i| b.* = @truncate(i *% 7);
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         // body_bytes_max stays far below 20 MiB: buffering would be a 413.
         const running = try ArenaServer.start(kind, .{ .context = &fixture.app }, .{ .body_bytes_max = 64 * 1024 });
@@ -328,7 +329,7 @@ test "arena: /static/NAME serves files per request; no way out of the directory"
     var fixture: ArenaFixture = undefined;
     try fixture.init();
     defer fixture.deinit();
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try ArenaServer.start(kind, .{ .context = &fixture.app }, .{});
         defer running.stop();
@@ -384,7 +385,7 @@ test "arena: /static/NAME serves files per request; no way out of the directory"
 const TourServer = ServerThread(router_example.Routes);
 
 test "router example: parameters, query, forms, cookies, redirects, JSON and errors" {
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try TourServer.start(kind, .{ .context = {} }, .{ .handler_threads = 2 });
         defer running.stop();
@@ -459,7 +460,7 @@ const multipart_body = "--XyZ\r\nContent-Disposition: form-data; name=\"title\"\
     "0123456789\r\n--XyZ--\r\n";
 
 test "router example: a multipart upload is parsed as it streams in" {
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try TourServer.start(kind, .{ .context = {} }, .{ .handler_threads = 2 });
         defer running.stop();
@@ -530,7 +531,7 @@ fn nowMs() i64 {
 test "router example: server-sent events leave one by one" {
     // The route is flagged `blocking`: on event loops it runs on the handler pool (started
     // for it, no `handler_threads` needed) and streams.
-    for ([_]saker.engine.Kind{ .blocking, .epoll, .io_uring }) |kind| {
+    for (usable(&.{ .blocking, .epoll, .io_uring })) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try TourServer.start(kind, .{ .context = {} }, .{});
         defer running.stop();
@@ -596,7 +597,7 @@ const TickerRouteFlagged = saker.Router(Ticker, .{ .routes = &.{
 } });
 
 test "EventStream: a route flagged blocking streams on the event loops and notices a client gone" {
-    for ([_]saker.engine.Kind{ .epoll, .io_uring }) |kind| {
+    for (usable(&.{ .epoll, .io_uring })) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         var ticker: Ticker = .{};
         const running = try ServerThread(TickerRouteFlagged).start(kind, .{ .context = &ticker }, .{});
@@ -629,7 +630,7 @@ test "EventStream: a client that disconnects is noticed (ClientGone); event loop
     const log_level = testing.log_level;
     testing.log_level = .err;
     defer testing.log_level = log_level;
-    for ([_]saker.engine.Kind{ .blocking, .thread_per_connection, .epoll }) |kind| {
+    for (usable(&.{ .blocking, .thread_per_connection, .epoll })) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         var ticker: Ticker = .{};
         const running = try ServerThread(TickerRoutes(true)).start(kind, .{ .context = &ticker }, .{ .handler_threads = 2 });
@@ -721,7 +722,7 @@ test "bodyReader: 20 MiB uploads (length and chunked) are read as they arrive, i
     defer testing.allocator.free(big);
     for (big, 0..) |*b, i| b.* = @truncate(i *% 31 +% (i >> 12));
     const expected: Digest = .{ .bytes = big.len, .crc32 = std.hash.Crc32.hash(big) };
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         // No handler_threads: the route's flag starts the pool on the event loops. Buffering
         // would be refused (body_bytes_max) long before 20 MiB.
@@ -851,7 +852,7 @@ const PullRoutes = saker.Router(PullApp, .{ .routes = &.{
 } });
 
 test "bodyReader: a partly read body is skipped when it has arrived, else the connection closes" {
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         var app: PullApp = .{};
         const running = try ServerThread(PullRoutes).start(kind, .{ .context = &app }, .{});
@@ -887,7 +888,7 @@ test "bodyReader: a partly read body is skipped when it has arrived, else the co
 }
 
 test "bodyReader: 100 Continue is sent when the reader is first used, not before" {
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         var app: PullApp = .{};
         const running = try ServerThread(PullRoutes).start(kind, .{ .context = &app }, .{});
@@ -919,7 +920,7 @@ test "bodyReader: 100 Continue is sent when the reader is first used, not before
 }
 
 test "bodyReader: too large (413), bad framing (400), too slow (408), and a client gone mid-body" {
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         var app: PullApp = .{};
         const running = try ServerThread(PullRoutes).start(kind, .{ .context = &app }, .{
@@ -1000,7 +1001,7 @@ test "bodyReader: an event loop without the handler pool says BodyReaderUnavaila
     const log_level = testing.log_level;
     testing.log_level = .err;
     defer testing.log_level = log_level;
-    for ([_]saker.engine.Kind{ .epoll, .io_uring }) |kind| {
+    for (usable(&.{ .epoll, .io_uring })) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try ServerThread(NoPool).start(kind, .{}, .{});
         defer running.stop();
@@ -1012,7 +1013,7 @@ test "bodyReader: an event loop without the handler pool says BodyReaderUnavaila
 }
 
 test "per-route blocking: only flagged routes leave the event loop; the pool starts by itself" {
-    for ([_]saker.engine.Kind{ .epoll, .io_uring }) |kind| {
+    for (usable(&.{ .epoll, .io_uring })) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         var app: PullApp = .{};
         const running = try ServerThread(PullRoutes).start(kind, .{ .context = &app }, .{ .workers = 1 });
@@ -1066,7 +1067,7 @@ test "arena: one request is held to arena_request_bytes_max (500); its memory co
     testing.log_level = .err;
     defer testing.log_level = log_level;
     const overflow_max = 1024 * 1024;
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try ServerThread(HogRoutes).start(kind, .{ .context = {} }, .{
             .arena_bytes = 4096,

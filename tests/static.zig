@@ -6,6 +6,8 @@ const std = @import("std");
 const testing = std.testing;
 const linux = std.os.linux;
 const saker = @import("saker");
+const usable = @import("engines.zig").usable;
+const usableNames = @import("engines.zig").usableNames;
 const build_options = @import("build_options");
 const Client = @import("Client.zig");
 const sleepMs = @import("clock.zig").sleepMs;
@@ -161,7 +163,7 @@ fn expectFile(running: *Running, target: []const u8, body: []const u8, content_t
 test "static: files, index, HEAD, names with spaces and unicode, 0 bytes, 405" {
     var fixture = try Fixture.create();
     defer fixture.destroy();
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try Running.start(kind, fixture.root_path, .{});
         defer running.stop();
@@ -228,7 +230,7 @@ test "static: files, index, HEAD, names with spaces and unicode, 0 bytes, 405" {
 test "static: directories redirect to the slash form; listing escapes names" {
     var fixture = try Fixture.create();
     defer fixture.destroy();
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try Running.start(kind, fixture.root_path, .{});
         defer running.stop();
@@ -283,7 +285,7 @@ test "static: directories redirect to the slash form; listing escapes names" {
 test "static: traversal, symlinks out of the root, dotfiles, NUL, backslash, FIFO" {
     var fixture = try Fixture.create();
     defer fixture.destroy();
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try Running.start(kind, fixture.root_path, .{});
         defer running.stop();
@@ -321,7 +323,7 @@ test "static: traversal, symlinks out of the root, dotfiles, NUL, backslash, FIF
 test "static: dotfiles, no listing, custom index, Cache-Control, SPA fallback" {
     var fixture = try Fixture.create();
     defer fixture.destroy();
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try Running.start(kind, fixture.root_path, .{
             .dotfiles = true,
@@ -371,7 +373,7 @@ test "static: dotfiles, no listing, custom index, Cache-Control, SPA fallback" {
 test "static: validators and conditional requests (RFC 9110 §13)" {
     var fixture = try Fixture.create();
     defer fixture.destroy();
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try Running.start(kind, fixture.root_path, .{});
         defer running.stop();
@@ -445,7 +447,7 @@ fn obsoleteDates(seconds: i64, rfc850: *[64]u8, asctime: *[64]u8) !struct { rfc8
 test "static: ranges, If-Range, multipart, 416, and the end of a 100 MiB sparse file" {
     var fixture = try Fixture.create();
     defer fixture.destroy();
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try Running.start(kind, fixture.root_path, .{});
         defer running.stop();
@@ -536,7 +538,7 @@ test "static: a 24 MiB file arrives whole on every engine, sendfile resumed afte
     fillLarge(data);
     try fixture.tmp.dir.writeFile(testing.io, .{ .sub_path = "root/large.bin", .data = data });
     const expected_hash = std.hash.Wyhash.hash(0, data);
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try Running.start(kind, fixture.root_path, .{});
         defer running.stop();
@@ -564,7 +566,7 @@ test "static: a 24 MiB file arrives whole on every engine, sendfile resumed afte
 test "static: precompressed variants by Accept-Encoding, with Vary" {
     var fixture = try Fixture.create();
     defer fixture.destroy();
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try Running.start(kind, fixture.root_path, .{});
         defer running.stop();
@@ -611,7 +613,7 @@ test "static: the open-file cache notices changed, new and removed files" {
     var fixture = try Fixture.create();
     defer fixture.destroy();
     const io = testing.io;
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try Running.start(kind, fixture.root_path, .{ .cache = .{ .revalidate_ms = 20 } });
         defer running.stop();
@@ -631,7 +633,7 @@ test "static: the open-file cache notices changed, new and removed files" {
 test "static: the access log is buffered and flushed within a second" {
     var fixture = try Fixture.create();
     defer fixture.destroy();
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         var fds: [2]linux.fd_t = undefined;
         try testing.expectEqual(linux.E.SUCCESS, linux.errno(linux.pipe2(&fds, .{ .CLOEXEC = true })));
@@ -766,7 +768,7 @@ test "saker CLI: a port another saker listens on is in use (exit 2), also for th
     defer if (!stopped) first.child.kill(testing.io);
     var port_text: [8]u8 = undefined;
     const port = try std.mem.print(&port_text, "{d}", .{first.port});
-    for ([_][]const u8{ "epoll", "blocking" }) |engine_name| {
+    for (usableNames(&.{ "epoll", "blocking" })) |engine_name| {
         const result = try runCli(&.{ "serve", fixture.root_path, "--port", port, "--engine", engine_name });
         defer testing.allocator.free(result.stderr);
         defer testing.allocator.free(result.stdout);
@@ -779,7 +781,7 @@ test "saker CLI: a port another saker listens on is in use (exit 2), also for th
     // The library's answer is a named error.
     var files = try saker.StaticFiles.init(testing.allocator, .{ .root = fixture.root_path });
     defer files.deinit();
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         const config: saker.Config = .{ .host = "127.0.0.1", .port = first.port, .engine = kind, .workers = 2 };
         try testing.expectError(error.AddressInUse, saker.Server(saker.StaticFiles).init(testing.allocator, &files, config));
     }
@@ -866,7 +868,7 @@ test "saker serve: announces the port, serves, logs, and exits 0 on SIGINT" {
     var fixture = try Fixture.create();
     defer fixture.destroy();
     const io = testing.io;
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         var child = try std.process.spawn(io, .{
             .argv = &.{ build_options.saker_exe, "serve", fixture.root_path, "--port", "0", "--engine", @tagName(kind) },
             .stdout = .pipe,

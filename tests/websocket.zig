@@ -3,6 +3,7 @@
 const std = @import("std");
 const testing = std.testing;
 const saker = @import("saker");
+const usable = @import("engines.zig").usable;
 const Client = @import("Client.zig");
 const websocket = saker.websocket;
 
@@ -202,7 +203,7 @@ fn waitFor(counter: *std.atomic.Value(u32), value: u32) !void {
 }
 
 test "websocket: echo of text, binary, fragmented and large messages; ping; close handshake" {
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         const running = try Running.start(kind, .{});
         defer running.stop();
         var client = try open(running.server.port(), "");
@@ -233,7 +234,7 @@ test "websocket: echo of text, binary, fragmented and large messages; ping; clos
 }
 
 test "websocket: protocol errors get a close code, and the server goes on" {
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         const running = try Running.start(kind, .{ .websocket_message_bytes_max = 1000 });
         defer running.stop();
         const Case = struct { opcode: u8, fin: bool, payload: []const u8, code: u16 };
@@ -273,7 +274,7 @@ test "websocket: protocol errors get a close code, and the server goes on" {
 }
 
 test "websocket: subprotocol and permessage-deflate are negotiated" {
-    for (engines) |kind| {
+    for (usable(&engines)) |kind| {
         const running = try Running.start(kind, .{});
         defer running.stop();
         var client = try Client.connect(running.server.port(), 10_000);
@@ -310,7 +311,7 @@ test "websocket: subprotocol and permessage-deflate are negotiated" {
 }
 
 test "websocket: sends from other threads and connections (broadcast), then shutdown closes with 1001" {
-    for ([_]saker.engine.Kind{ .epoll, .io_uring, .thread_per_connection, .worker_pool }) |kind| try broadcastAndShutdown(kind);
+    for (usable(&.{ .epoll, .io_uring, .thread_per_connection, .worker_pool })) |kind| try broadcastAndShutdown(kind);
 }
 
 fn broadcastAndShutdown(kind: saker.engine.Kind) !void {
@@ -351,7 +352,7 @@ fn broadcastAndShutdown(kind: saker.engine.Kind) !void {
 }
 
 test "websocket: blocking engines: a send from another thread wakes the connection; shutdown says 1001" {
-    for ([_]saker.engine.Kind{ .blocking, .worker_pool }) |kind| try wakeBlocking(kind);
+    for (usable(&.{ .blocking, .worker_pool })) |kind| try wakeBlocking(kind);
 }
 
 fn wakeBlocking(kind: saker.engine.Kind) !void {
@@ -373,7 +374,7 @@ fn wakeBlocking(kind: saker.engine.Kind) !void {
 }
 
 test "websocket: a handle kept past onClose is refused on every engine, also once its memory is reused" {
-    for (engines) |kind| try staleHandle(kind);
+    for (usable(&engines)) |kind| try staleHandle(kind);
 }
 
 fn staleHandle(kind: saker.engine.Kind) !void {
@@ -417,7 +418,7 @@ fn staleHandle(kind: saker.engine.Kind) !void {
 
 test "websocket: a client that does not read is cut off when its send queue is full" {
     // worker_pool parks a connection waiting for room to write, as the event engines do.
-    for ([_]saker.engine.Kind{ .epoll, .io_uring, .worker_pool }) |kind| try slowReader(kind);
+    for (usable(&.{ .epoll, .io_uring, .worker_pool })) |kind| try slowReader(kind);
 }
 
 fn slowReader(kind: saker.engine.Kind) !void {
@@ -444,7 +445,7 @@ fn slowReader(kind: saker.engine.Kind) !void {
 }
 
 test "websocket: an upgrade accepted by a handler on the handler pool" {
-    for (event_engines) |kind| {
+    for (usable(&event_engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try Running.start(kind, .{ .handler_threads = 2 });
         defer running.stop();

@@ -14,19 +14,14 @@ pub fn run(worker: *Worker, listener: socket.Listener, control: *engine.Control)
     // When the stop arrived (worker clock), once it has; bounds the whole shutdown.
     var drain_deadline_ms: u64 = std.math.maxInt(u64);
     while (!control.stopRequested()) {
-        var fds = [_]posix.pollfd{
-            .{ .fd = listener.fd, .events = posix.POLL.IN, .revents = 0 },
-            .{ .fd = control.wake_fd, .events = posix.POLL.IN, .revents = 0 },
-        };
-        // Wakes at least once per tick interval so the handler's tick hook runs when idle.
-        _ = posix.poll(&fds, Worker.tick_interval_ms) catch |err| {
-            engine.pauseAccepting(control, err);
-            continue;
-        };
+        const wait = engine.awaitAccept(control, listener.fd);
         worker.updateClock();
         worker.tick();
-        if (fds[1].revents != 0) break;
-        if (fds[0].revents == 0) continue;
+        switch (wait) {
+            .stop => break,
+            .idle => continue,
+            .accept => {},
+        }
         var peer: ?std.Io.net.IpAddress = null;
         const fd = socket.acceptPeer(listener.fd, false, &peer) catch |err| switch (err) {
             error.WouldBlock, error.Interrupted, error.ConnectionAborted => continue,

@@ -10,7 +10,8 @@ const socket = @import("socket.zig");
 const engine = @import("../engine.zig");
 const Worker = @import("../Worker.zig");
 const Connection = @import("../Connection.zig");
-const mapped = @import("../mapped.zig");
+const driver = @import("driver.zig");
+const SlotTable = @import("slot_table.zig").SlotTable;
 
 const log = std.log.scoped(.saker);
 
@@ -20,13 +21,7 @@ worker: *Worker,
 listener: ?socket.Listener,
 control: *engine.Control,
 epoll_fd: linux.fd_t,
-/// Connection slots, touched lazily; `slots_touched` have been used at least once.
-slots: []Slot,
-slots_touched: u32 = 0,
-/// Head of the free list of slots (`none` when empty).
-free_slot: u32 = none,
-/// Slots in use.
-active: u32 = 0,
+slots: SlotTable(Slot),
 /// Accepting stops until then after EMFILE/ENFILE, so a full fd table is not a busy loop.
 accept_paused_until_ms: u64 = 0,
 /// Whether the listener may have pending connections (edge-triggered).
@@ -36,11 +31,8 @@ drain_deadline_ms: u64 = 0,
 next_sweep_ms: u64 = 0,
 sweep_interval_ms: u64,
 
-const none = std.math.maxInt(u32);
 /// epoll_wait batch size.
 const events_max = 256;
-/// Connections accepted per loop iteration before other work gets a turn.
-const accepts_per_round = 64;
 const listener_tag: u64 = std.math.maxInt(u64);
 const connection_events = linux.EPOLL.IN | linux.EPOLL.RDHUP | linux.EPOLL.ET;
 const wake_tag: u64 = std.math.maxInt(u64) - 1;
@@ -88,8 +80,8 @@ fn init(worker: *Worker, listener: socket.Listener, control: *engine.Control, co
     if (linux.errno(rc) != .SUCCESS) return error.SystemResources;
     const epoll_fd: linux.fd_t = @intCast(rc);
     errdefer _ = linux.close(epoll_fd);
-    const slots = try mapped.alloc(Slot, connections_max);
-    errdefer mapped.free(slots);
+    var slots: SlotTable(Slot) = try .init(connections_max);
+    errdefer slots.deinit(false);
     try add(epoll_fd, listener.fd, linux.EPOLL.IN | linux.EPOLL.ET, listener_tag);
     try add(epoll_fd, control.wake_fd, linux.EPOLL.IN, wake_tag);
     if (worker.websocket_wake_fd != -1) try add(epoll_fd, worker.websocket_wake_fd, linux.EPOLL.IN, websocket_wake_tag);
@@ -111,7 +103,7 @@ fn init(worker: *Worker, listener: socket.Listener, control: *engine.Control, co
 }
 
 fn deinit(loop: *Epoll) void {
-    for (loop.slots[0..loop.slots_touched]) |*slot| {
+    for (loop.slots.touchedSlots()) |*slot| {
         if (!slot.in_use) continue;
         if (slot.connection.handling()) {
             // A handler thread still uses it: leave its memory to the process exit.
@@ -120,7 +112,7 @@ fn deinit(loop: *Epoll) void {
         }
         loop.closeSlot(slot);
     }
-    if (!loop.worker.abandoned) mapped.free(loop.slots);
+    loop.slots.deinit(loop.worker.abandoned);
     _ = linux.close(loop.epoll_fd);
     if (loop.worker.wake_fd >= 0 and !loop.worker.abandoned) {
         _ = linux.close(loop.worker.wake_fd);
@@ -161,15 +153,15 @@ fn serve(loop: *Epoll) void {
             else => loop.onEvent(event),
         };
         loop.runWoken();
-        if (loop.listener_ready and loop.acceptAllowed()) loop.acceptRound();
+        if (loop.listener_ready and loop.acceptAllowed()) engine.acceptRound(loop, loop.control, loop.worker.now_ms);
         if (loop.worker.now_ms >= loop.next_sweep_ms) {
             loop.sweep();
             loop.next_sweep_ms = loop.worker.now_ms + loop.sweep_interval_ms;
         }
         if (loop.draining) {
-            if (loop.active == 0) return;
+            if (loop.slots.active == 0) return;
             if (loop.worker.now_ms >= loop.drain_deadline_ms) {
-                log.warn("shutdown timeout: closing {d} connections with requests in flight", .{loop.active});
+                log.warn("shutdown timeout: closing {d} connections with requests in flight", .{loop.slots.active});
                 return;
             }
         }
@@ -180,33 +172,9 @@ fn acceptAllowed(loop: *const Epoll) bool {
     return loop.listener != null and loop.worker.now_ms >= loop.accept_paused_until_ms;
 }
 
-fn acceptRound(loop: *Epoll) void {
-    const listener = loop.listener.?;
-    for (0..accepts_per_round) |_| {
-        var peer: ?std.Io.net.IpAddress = null;
-        const fd = socket.acceptPeer(listener.fd, true, &peer) catch |err| switch (err) {
-            error.WouldBlock => {
-                loop.listener_ready = false;
-                return;
-            },
-            error.Interrupted, error.ConnectionAborted => continue,
-            error.SystemResources, error.ListenerClosed, error.Unexpected => {
-                engine.logAcceptPause(loop.control, err);
-                loop.accept_paused_until_ms = loop.worker.now_ms + engine.accept_pause_ms;
-                return;
-            },
-        };
-        loop.onAccept(fd, peer);
-    }
-}
-
-fn onAccept(loop: *Epoll, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) void {
+pub fn onAccept(loop: *Epoll, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) void {
     // Over connections_max (server-wide): say so and close, without a slot or an exchange.
-    if (!loop.control.admit()) return engine.refuse(fd);
-    const slot = loop.takeSlot() orelse {
-        loop.control.release();
-        return engine.refuse(fd);
-    };
+    const slot = loop.slots.admit(loop.control, fd) orelse return;
     socket.setNoDelay(fd);
     slot.fd = fd;
     slot.readable = false;
@@ -217,7 +185,7 @@ fn onAccept(loop: *Epoll, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) void {
     slot.connection = .init(loop.worker);
     slot.peer = peer;
     if (slot.peer) |*address| slot.connection.peer = address;
-    const index: u32 = @intCast(slot - loop.slots.ptr);
+    const index = loop.slots.index(slot);
     const data = @as(u64, slot.generation) << 32 | index;
     add(loop.epoll_fd, fd, connection_events, data) catch {
         loop.closeSlot(slot);
@@ -234,40 +202,18 @@ fn onAccept(loop: *Epoll, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) void {
     }
 }
 
-fn takeSlot(loop: *Epoll) ?*Slot {
-    const slot = if (loop.free_slot != none) blk: {
-        const slot = &loop.slots[loop.free_slot];
-        loop.free_slot = slot.next_free;
-        break :blk slot;
-    } else blk: {
-        if (loop.slots_touched == loop.slots.len) return null;
-        const slot = &loop.slots[loop.slots_touched];
-        slot.generation = 0;
-        loop.slots_touched += 1;
-        break :blk slot;
-    };
-    slot.in_use = true;
-    slot.generation +%= 1;
-    loop.active += 1;
-    return slot;
-}
-
 fn closeSlot(loop: *Epoll, slot: *Slot) void {
     assert(slot.in_use);
     // close() removes the fd from the epoll set.
     socket.close(slot.fd);
     slot.connection.deinit();
-    slot.in_use = false;
-    slot.next_free = loop.free_slot;
-    loop.free_slot = @intCast(slot - loop.slots.ptr);
-    loop.active -= 1;
-    loop.control.release();
+    loop.slots.release(loop.control, slot);
 }
 
 fn onEvent(loop: *Epoll, event: linux.epoll_event) void {
     const index: u32 = @truncate(event.data.u64);
     const generation: u32 = @intCast(event.data.u64 >> 32);
-    const slot = &loop.slots[index];
+    const slot = &loop.slots.slots[index];
     if (!slot.in_use or slot.generation != generation) return; // stale
     const flags = event.events;
     if (flags & (linux.EPOLL.IN | linux.EPOLL.HUP | linux.EPOLL.ERR | linux.EPOLL.RDHUP) != 0) slot.readable = true;
@@ -288,75 +234,69 @@ fn onCompletions(loop: *Epoll) void {
 
 /// Runs the connection until it must wait for the socket (or is closed).
 fn drive(loop: *Epoll, slot: *Slot) void {
-    const c = &slot.connection;
-    // Each step moves bytes or changes state; the bound only catches a connection bug.
-    for (0..1_000_000) |_| {
-        switch (c.next()) {
-            .recv => {
-                if (slot.watching_out) {
-                    loop.watch(slot, connection_events);
-                    continue;
-                }
-                if (!slot.readable) return;
-                const buffer = c.recvBuffer() orelse return loop.closeSlot(slot);
-                const n = socket.recv(slot.fd, buffer) catch |err| switch (err) {
-                    error.WouldBlock => {
-                        slot.readable = false;
-                        c.onWouldBlock();
-                        return;
-                    },
-                    error.Interrupted => continue,
-                    error.ConnectionLost, error.Unexpected => {
-                        c.onError();
-                        continue;
-                    },
-                };
-                // A short read drained the socket: the next data raises a new edge.
-                if (n > 0 and n < buffer.len and !slot.peer_closed) slot.readable = false;
-                c.onRecv(n);
-            },
-            .send => |iovecs| {
-                if (!slot.writable) return;
-                const file = c.fileFollows();
-                slot.cork.beforeHead(slot.fd, if (file) |f| f.len else null, loop.worker.config.cork_file_bytes_max);
-                const n = socket.writev(slot.fd, iovecs) catch |err| switch (err) {
-                    error.WouldBlock => return loop.waitWritable(slot),
-                    error.Interrupted => continue,
-                    error.ConnectionLost, error.Unexpected => {
-                        c.onError();
-                        continue;
-                    },
-                };
-                c.onSend(n);
-            },
-            .send_file => |file| {
-                if (!slot.writable) return;
-                const n = socket.sendfile(slot.fd, file.fd, file.offset, file.len) catch |err| switch (err) {
-                    error.WouldBlock => return loop.waitWritable(slot),
-                    error.Interrupted => continue,
-                    error.ConnectionLost, error.Unexpected => {
-                        c.onError();
-                        continue;
-                    },
-                };
-                if (n == 0) { // the file shrank under us
-                    c.onError();
-                    continue;
-                }
-                c.onSend(n);
-                slot.cork.afterFile(slot.fd, c.fileFollows() != null);
-            },
-            .shutdown => {
-                socket.shutdownWrite(slot.fd);
-                c.onShutdown();
-            },
-            .close => return loop.closeSlot(slot),
-            .wait => return,
-        }
-    }
-    log.err("connection made no progress in 1000000 steps; closing it", .{});
-    loop.closeSlot(slot);
+    if (driver.drive(SlotIo{ .loop = loop, .slot = slot }, &slot.connection) == .close) loop.closeSlot(slot);
 }
+
+/// How the epoll engine waits, for `driver.drive`: edge-triggered readiness remembered per
+/// slot, EPOLLOUT watched only while a write waits for room.
+const SlotIo = struct {
+    loop: *Epoll,
+    slot: *Slot,
+
+    pub inline fn beforeStep(_: SlotIo, _: *Connection) ?driver.Stop {
+        return null;
+    }
+
+    pub inline fn awaitRecv(io: SlotIo, _: *Connection) driver.Await {
+        if (io.slot.watching_out) {
+            io.loop.watch(io.slot, connection_events);
+            return .again;
+        }
+        return if (io.slot.readable) .ready else .later;
+    }
+
+    pub inline fn recv(io: SlotIo, buffer: []u8) driver.Result {
+        const slot = io.slot;
+        const n = socket.recv(slot.fd, buffer) catch |err| {
+            if (err == error.WouldBlock) slot.readable = false;
+            return driver.fromError(err);
+        };
+        // A short read drained the socket: the next data raises a new edge.
+        if (n > 0 and n < buffer.len and !slot.peer_closed) slot.readable = false;
+        return .{ .done = n };
+    }
+
+    pub inline fn awaitSend(io: SlotIo, _: *Connection) driver.Await {
+        return if (io.slot.writable) .ready else .later;
+    }
+
+    pub inline fn writev(io: SlotIo, iovecs: []const std.posix.iovec_const) driver.Result {
+        const n = socket.writev(io.slot.fd, iovecs) catch |err| return io.sendFailed(err);
+        return .{ .done = n };
+    }
+
+    pub inline fn sendfile(io: SlotIo, file: Connection.File) driver.Result {
+        const n = socket.sendfile(io.slot.fd, file.fd, file.offset, file.len) catch |err| return io.sendFailed(err);
+        return .{ .done = n };
+    }
+
+    fn sendFailed(io: SlotIo, err: socket.IoError) driver.Result {
+        if (err == error.WouldBlock) io.loop.waitWritable(io.slot);
+        return driver.fromError(err);
+    }
+
+    pub inline fn shutdownWrite(io: SlotIo) void {
+        socket.shutdownWrite(io.slot.fd);
+    }
+
+    pub inline fn cork(io: SlotIo) ?*socket.Cork {
+        return &io.slot.cork;
+    }
+
+    pub inline fn fd(io: SlotIo) linux.fd_t {
+        return io.slot.fd;
+    }
+};
 
 /// Drives the connections that have WebSocket work queued for them (from other threads, or
 /// from callbacks of other connections on this one).
@@ -378,7 +318,7 @@ fn waitWritable(loop: *Epoll, slot: *Slot) void {
 
 /// Changes the events the connection is registered for.
 fn watch(loop: *Epoll, slot: *Slot, events: u32) void {
-    const index: u32 = @intCast(slot - loop.slots.ptr);
+    const index = loop.slots.index(slot);
     var event: linux.epoll_event = .{
         .events = events,
         .data = .{ .u64 = @as(u64, slot.generation) << 32 | index },
@@ -392,18 +332,18 @@ fn watch(loop: *Epoll, slot: *Slot, events: u32) void {
 fn sweep(loop: *Epoll) void {
     loop.worker.tick();
     const now = loop.worker.now_ms;
-    for (loop.slots[0..loop.slots_touched]) |*slot| {
+    for (loop.slots.touchedSlots()) |*slot| {
         if (!slot.in_use) continue;
-        if (loop.draining and slot.connection.phase == .idle) {
-            // Idle means nothing to read now, not merely nothing read yet: a request may be
-            // waiting in the socket.
-            slot.readable = true;
-            loop.drive(slot);
-            if (!slot.in_use) continue;
+        if (loop.draining) {
+            if (slot.connection.idle()) {
+                // Idle means nothing to read now, not merely nothing read yet: a request may
+                // be waiting in the socket.
+                slot.readable = true;
+                loop.drive(slot);
+                if (!slot.in_use) continue;
+            }
             slot.connection.drain();
         }
-        // An open WebSocket is told 1001 and closes once the client answers.
-        if (loop.draining and slot.connection.phase == .websocket) slot.connection.drain();
         if (now >= slot.connection.deadline()) slot.connection.onTimeout();
         loop.drive(slot);
     }

@@ -17,7 +17,10 @@ const socket = @import("socket.zig");
 const engine = @import("../engine.zig");
 const Epoll = @import("Epoll.zig");
 const Worker = @import("../Worker.zig");
+const Config = @import("../Config.zig");
 const Connection = @import("../Connection.zig");
+const driver = @import("driver.zig");
+const SlotTable = @import("slot_table.zig").SlotTable;
 const mapped = @import("../mapped.zig");
 
 const log = std.log.scoped(.saker);
@@ -29,17 +32,13 @@ listener: ?socket.Listener,
 control: *engine.Control,
 ring: Ring,
 buffers: RecvBuffers,
-slots: []Slot,
-slots_touched: u32 = 0,
-free_slot: u32 = none,
-active: u32 = 0,
+slots: SlotTable(Slot),
 accept_armed: bool = false,
 draining: bool = false,
 drain_deadline_ms: u64 = 0,
 sweep_interval_ms: u64,
 tick: linux.kernel_timespec,
 
-const none = std.math.maxInt(u32);
 /// Completions handled per batch.
 const completions_max = 256;
 /// How long accepting pauses after an error that may last (out of file descriptors, ...).
@@ -75,6 +74,12 @@ const Slot = struct {
     cancel_sent: bool,
     /// Data received into a ring buffer that the connection has not taken yet.
     pending: ?Pending,
+    /// A receive completed with end of file, not yet handed to the connection.
+    eof: bool,
+    /// No ring buffer was free for a receive: the next one is a plain syscall.
+    direct: bool,
+    /// Bytes a completed writev sent, not yet handed to the connection.
+    sent: ?u32,
     /// The client's address (multishot accept gives none: asked of the socket once).
     peer: ?std.Io.net.IpAddress,
 
@@ -140,6 +145,16 @@ pub fn run(worker: *Worker, listener: socket.Listener, control: *engine.Control,
     };
 }
 
+/// Whether this kernel lets a worker run io_uring with `config` (the ring and its receive
+/// buffers, as `run` sets them up); when it does not, `run` falls back to epoll. Tests use it
+/// to skip io_uring cases instead of running them on the fallback.
+pub fn probe(config: *const Config) !void {
+    var ring = try initRing(config.io_uring_entries);
+    defer ring.deinit();
+    var buffers = try RecvBuffers.init(ring.fd, config.io_uring_recv_buffers, config.io_uring_recv_buffer_bytes);
+    buffers.deinit(ring.fd);
+}
+
 fn initRing(entries: u16) !Ring {
     const fast = linux.IORING_SETUP_SINGLE_ISSUER | linux.IORING_SETUP_DEFER_TASKRUN;
     return Ring.init(entries, fast) catch |err| switch (err) {
@@ -154,8 +169,8 @@ fn init(loop: *IoUring, worker: *Worker, listener: socket.Listener, control: *en
     errdefer ring.deinit();
     var buffers = try RecvBuffers.init(ring.fd, config.io_uring_recv_buffers, config.io_uring_recv_buffer_bytes);
     errdefer buffers.deinit(ring.fd);
-    const slots = try mapped.alloc(Slot, connections_max);
-    errdefer mapped.free(slots);
+    var slots: SlotTable(Slot) = try .init(connections_max);
+    errdefer slots.deinit(false);
     if (worker.handler_pool != null) worker.wake_fd = try engine.eventfd();
     const shortest = @min(config.header_timeout_ms, config.body_timeout_ms, config.idle_timeout_ms, config.write_timeout_ms, config.linger_timeout_ms);
     const interval_ms = std.math.clamp(shortest / 4, 5, Worker.tick_interval_ms);
@@ -172,7 +187,7 @@ fn init(loop: *IoUring, worker: *Worker, listener: socket.Listener, control: *en
 }
 
 fn deinit(loop: *IoUring) void {
-    for (loop.slots[0..loop.slots_touched]) |*slot| {
+    for (loop.slots.touchedSlots()) |*slot| {
         if (!slot.in_use) continue;
         if (slot.connection.handling()) {
             // A handler thread still uses it: leave its memory to the process exit.
@@ -182,8 +197,9 @@ fn deinit(loop: *IoUring) void {
         socket.close(slot.fd);
         slot.connection.deinit();
         if (slot.pending) |p| loop.buffers.recycle(p.buffer_id);
+        loop.slots.release(loop.control, slot);
     }
-    if (!loop.worker.abandoned) mapped.free(loop.slots);
+    loop.slots.deinit(loop.worker.abandoned);
     loop.buffers.deinit(loop.ring.fd);
     loop.ring.deinit();
     if (loop.worker.wake_fd >= 0 and !loop.worker.abandoned) {
@@ -249,9 +265,9 @@ fn serve(loop: *IoUring) !void {
         for (cqes[0..count]) |cqe| try loop.complete(cqe);
         loop.runWoken();
         if (loop.draining) {
-            if (loop.active == 0) return;
+            if (loop.slots.active == 0) return;
             if (loop.worker.now_ms >= loop.drain_deadline_ms) {
-                log.warn("shutdown timeout: closing {d} connections with requests in flight", .{loop.active});
+                log.warn("shutdown timeout: closing {d} connections with requests in flight", .{loop.slots.active});
                 return;
             }
         }
@@ -331,7 +347,7 @@ fn complete(loop: *IoUring, cqe: linux.io_uring_cqe) !void {
             try loop.armTick();
         },
         .recv, .send, .poll_in, .poll_out => {
-            const slot = &loop.slots[data.index];
+            const slot = &loop.slots.slots[data.index];
             assert(slot.in_use and slot.generation == data.generation);
             switch (data.op) {
                 .recv => loop.onRecv(slot, cqe),
@@ -385,11 +401,7 @@ fn onAccept(loop: *IoUring, cqe: linux.io_uring_cqe) !void {
 /// sent, and closes it if it sent nothing).
 fn takeConnection(loop: *IoUring, fd: linux.fd_t) void {
     // Over connections_max (server-wide): say so and close, without a slot.
-    if (!loop.control.admit()) return engine.refuse(fd);
-    const slot = loop.takeSlot() orelse {
-        loop.control.release();
-        return engine.refuse(fd);
-    };
+    const slot = loop.slots.admit(loop.control, fd) orelse return;
     socket.setNoDelay(fd);
     slot.fd = fd;
     slot.recv_armed = false;
@@ -400,37 +412,24 @@ fn takeConnection(loop: *IoUring, fd: linux.fd_t) void {
     slot.closing = false;
     slot.cancel_sent = false;
     slot.pending = null;
+    slot.eof = false;
+    slot.direct = false;
+    slot.sent = null;
     slot.connection = .init(loop.worker);
     slot.peer = socket.peerName(fd);
     if (slot.peer) |*address| slot.connection.peer = address;
     if (loop.draining) {
         // Answer what it may already have sent; close it if it sent nothing.
-        loop.recvDirect(slot);
+        slot.direct = true;
+        loop.drive(slot);
+        if (!slot.in_use or slot.closing) return;
         slot.connection.drain();
     }
     loop.drive(slot);
 }
 
-fn takeSlot(loop: *IoUring) ?*Slot {
-    const slot = if (loop.free_slot != none) blk: {
-        const slot = &loop.slots[loop.free_slot];
-        loop.free_slot = slot.next_free;
-        break :blk slot;
-    } else blk: {
-        if (loop.slots_touched == loop.slots.len) return null;
-        const slot = &loop.slots[loop.slots_touched];
-        slot.generation = 0;
-        loop.slots_touched += 1;
-        break :blk slot;
-    };
-    slot.in_use = true;
-    slot.generation +%= 1;
-    loop.active += 1;
-    return slot;
-}
-
 fn index(loop: *const IoUring, slot: *const Slot) u32 {
-    return @intCast(slot - loop.slots.ptr);
+    return loop.slots.index(slot);
 }
 
 /// Begins closing: operations in flight are ended by shutting the socket down; the slot is
@@ -445,11 +444,7 @@ fn close(loop: *IoUring, slot: *Slot) void {
     if (slot.busy()) return;
     socket.close(slot.fd);
     slot.connection.deinit();
-    slot.in_use = false;
-    slot.next_free = loop.free_slot;
-    loop.free_slot = loop.index(slot);
-    loop.active -= 1;
-    loop.control.release();
+    loop.slots.release(loop.control, slot);
 }
 
 fn onRecv(loop: *IoUring, slot: *Slot, cqe: linux.io_uring_cqe) void {
@@ -463,118 +458,129 @@ fn onRecv(loop: *IoUring, slot: *Slot, cqe: linux.io_uring_cqe) void {
         slot.pending = .{ .buffer_id = id, .offset = 0, .len = @intCast(cqe.res) };
         return;
     }
-    const c = &slot.connection;
     switch (cqe.err()) {
-        .SUCCESS => { // EOF
-            _ = c.recvBuffer() orelse return c.onError();
-            c.onRecv(0);
-        },
-        .NOBUFS => loop.recvDirect(slot),
+        .SUCCESS => slot.eof = true,
+        // Every ring buffer is held by a connection that cannot take its data yet: the next
+        // receive goes into the connection's own buffer with a plain syscall instead (rare).
+        .NOBUFS => slot.direct = true,
         .AGAIN => slot.wait_readable = true,
-        .CANCELED => if (loop.draining) c.drain(),
+        .CANCELED => if (loop.draining) slot.connection.drain(),
         .INTR => {},
-        else => c.onError(),
+        else => slot.connection.onError(),
     }
-}
-
-/// Every ring buffer is held by a connection that cannot take its data yet: read into the
-/// connection's own buffer with a plain syscall instead (rare).
-fn recvDirect(loop: *IoUring, slot: *Slot) void {
-    _ = loop;
-    const c = &slot.connection;
-    const buffer = c.recvBuffer() orelse return c.onError();
-    const n = socket.recv(slot.fd, buffer) catch |err| switch (err) {
-        error.WouldBlock, error.Interrupted => return c.onWouldBlock(),
-        error.ConnectionLost, error.Unexpected => return c.onError(),
-    };
-    c.onRecv(n);
 }
 
 fn onSend(loop: *IoUring, slot: *Slot, cqe: linux.io_uring_cqe) void {
     _ = loop;
     slot.send_armed = false;
     if (slot.closing) return;
-    const c = &slot.connection;
     if (cqe.res >= 0) {
-        c.onSend(@intCast(cqe.res));
+        slot.sent = @intCast(cqe.res);
         return;
     }
     switch (cqe.err()) {
         .AGAIN => slot.wait_writable = true,
         .INTR => {}, // drive re-arms it
-        else => c.onError(),
+        else => slot.connection.onError(),
     }
 }
 
 /// Runs the connection until it waits for an operation in flight (or is closed).
 fn drive(loop: *IoUring, slot: *Slot) void {
-    const c = &slot.connection;
-    for (0..1_000_000) |_| {
-        if (slot.closing) return loop.close(slot);
-        switch (c.next()) {
-            .recv => {
-                if (slot.pending != null) {
-                    loop.feedPending(slot);
-                    continue;
-                }
-                if (slot.recv_armed or slot.poll_armed) return;
-                const armed = if (slot.wait_readable) loop.armPoll(slot, .poll_in) else loop.armRecv(slot);
-                armed catch return loop.close(slot);
-                return;
-            },
-            .send => |iovecs| {
-                if (slot.send_armed or slot.poll_armed) return;
-                const armed = if (slot.wait_writable) loop.armPoll(slot, .poll_out) else loop.armSend(slot, iovecs);
-                armed catch return loop.close(slot);
-                return;
-            },
-            .send_file => |file| {
-                if (slot.poll_armed) return;
-                const n = socket.sendfile(slot.fd, file.fd, file.offset, file.len) catch |err| switch (err) {
-                    error.WouldBlock => {
-                        loop.armPoll(slot, .poll_out) catch return loop.close(slot);
-                        return;
-                    },
-                    error.Interrupted => continue,
-                    error.ConnectionLost, error.Unexpected => {
-                        c.onError();
-                        continue;
-                    },
-                };
-                if (n == 0) c.onError() else c.onSend(n);
-            },
-            .shutdown => {
-                socket.shutdownWrite(slot.fd);
-                c.onShutdown();
-            },
-            .close => return loop.close(slot),
-            .wait => return,
-        }
-    }
-    log.err("connection made no progress in 1000000 steps; closing it", .{});
-    slot.connection.onError();
-    loop.close(slot);
+    if (driver.drive(SlotIo{ .loop = loop, .slot = slot }, &slot.connection) == .close) loop.close(slot);
 }
 
-/// Copies received data the connection has not taken into its buffer.
-fn feedPending(loop: *IoUring, slot: *Slot) void {
-    const c = &slot.connection;
-    const pending = &slot.pending.?;
-    const buffer = c.recvBuffer() orelse {
-        c.onError();
-        return;
-    };
-    const data = loop.buffers.get(pending.buffer_id)[pending.offset..][0..pending.len];
-    const n = @min(buffer.len, data.len);
-    @memcpy(buffer[0..n], data[0..n]);
-    pending.offset += @intCast(n);
-    pending.len -= @intCast(n);
-    if (pending.len == 0) {
-        loop.buffers.recycle(pending.buffer_id);
-        slot.pending = null;
+/// How the io_uring engine waits, for `driver.drive`: a receive or writev is submitted and
+/// reports `pending`; its completion is kept in the slot and handed over by the next drive.
+const SlotIo = struct {
+    loop: *IoUring,
+    slot: *Slot,
+
+    pub inline fn beforeStep(io: SlotIo, _: *Connection) ?driver.Stop {
+        return if (io.slot.closing) .close else null;
     }
-    c.onRecv(n);
-}
+
+    pub fn awaitRecv(io: SlotIo, _: *Connection) driver.Await {
+        const slot = io.slot;
+        if (slot.pending != null or slot.eof or slot.direct) return .ready;
+        if (slot.recv_armed or slot.poll_armed) return .later;
+        const armed = if (slot.wait_readable) io.loop.armPoll(slot, .poll_in) else io.loop.armRecv(slot);
+        armed catch return .close;
+        return .later;
+    }
+
+    /// Hands over what a completed receive brought (copied from its ring buffer), or reads
+    /// with a plain syscall when no ring buffer was free.
+    pub fn recv(io: SlotIo, buffer: []u8) driver.Result {
+        const slot = io.slot;
+        if (slot.pending) |*pending| {
+            const data = io.loop.buffers.get(pending.buffer_id)[pending.offset..][0..pending.len];
+            const n = @min(buffer.len, data.len);
+            @memcpy(buffer[0..n], data[0..n]);
+            pending.offset += @intCast(n);
+            pending.len -= @intCast(n);
+            if (pending.len == 0) {
+                io.loop.buffers.recycle(pending.buffer_id);
+                slot.pending = null;
+            }
+            return .{ .done = n };
+        }
+        if (slot.eof) {
+            slot.eof = false;
+            return .{ .done = 0 };
+        }
+        assert(slot.direct);
+        slot.direct = false;
+        const n = socket.recv(slot.fd, buffer) catch |err| return switch (err) {
+            error.WouldBlock, error.Interrupted => .would_block,
+            error.ConnectionLost, error.Unexpected => .failed,
+        };
+        return .{ .done = n };
+    }
+
+    pub fn awaitSend(io: SlotIo, _: *Connection) driver.Await {
+        const slot = io.slot;
+        if (slot.poll_armed) return .later;
+        if (slot.sent != null) return .ready;
+        if (slot.send_armed) return .later;
+        if (slot.wait_writable) {
+            io.loop.armPoll(slot, .poll_out) catch return .close;
+            return .later;
+        }
+        return .ready;
+    }
+
+    pub fn writev(io: SlotIo, iovecs: []const std.posix.iovec_const) driver.Result {
+        const slot = io.slot;
+        if (slot.sent) |n| {
+            slot.sent = null;
+            return .{ .done = n };
+        }
+        io.loop.armSend(slot, iovecs) catch return .failed;
+        return .pending;
+    }
+
+    pub fn sendfile(io: SlotIo, file: Connection.File) driver.Result {
+        const n = socket.sendfile(io.slot.fd, file.fd, file.offset, file.len) catch |err| {
+            if (err == error.WouldBlock) io.slot.wait_writable = true;
+            return driver.fromError(err);
+        };
+        return .{ .done = n };
+    }
+
+    pub fn shutdownWrite(io: SlotIo) void {
+        socket.shutdownWrite(io.slot.fd);
+    }
+
+    /// Files go out in one sendfile each, from the loop thread: no corking.
+    pub inline fn cork(_: SlotIo) ?*socket.Cork {
+        return null;
+    }
+
+    pub inline fn fd(io: SlotIo) linux.fd_t {
+        return io.slot.fd;
+    }
+};
 
 fn armRecv(loop: *IoUring, slot: *Slot) !void {
     const entry = try loop.sqe();
@@ -611,19 +617,21 @@ fn armPoll(loop: *IoUring, slot: *Slot, op: Op) !void {
 fn sweep(loop: *IoUring) void {
     loop.worker.tick();
     const now = loop.worker.now_ms;
-    for (loop.slots[0..loop.slots_touched]) |*slot| {
+    for (loop.slots.touchedSlots()) |*slot| {
         if (!slot.in_use or slot.closing) continue;
-        if (loop.draining and slot.connection.phase == .idle and slot.pending == null) {
-            // A request may already be on its way into the armed receive: cancel it and
-            // decide when it completes (with data, or canceled).
-            if (slot.recv_armed) {
-                if (!slot.cancel_sent) loop.cancelRecv(slot) catch {};
-                continue;
+        if (loop.draining) {
+            if (!slot.connection.idle()) {
+                slot.connection.drain();
+            } else if (slot.pending == null) {
+                // A request may already be on its way into the armed receive: cancel it and
+                // decide when it completes (with data, or canceled).
+                if (slot.recv_armed) {
+                    if (!slot.cancel_sent) loop.cancelRecv(slot) catch {};
+                    continue;
+                }
+                slot.connection.drain();
             }
-            slot.connection.drain();
         }
-        // An open WebSocket is told 1001 and closes once the client answers.
-        if (loop.draining and slot.connection.phase == .websocket) slot.connection.drain();
         if (now >= slot.connection.deadline()) slot.connection.onTimeout();
         loop.drive(slot);
     }

@@ -50,8 +50,6 @@ next_tick_ms: u64 = 0,
 const none = std.math.maxInt(u32);
 /// epoll_wait batch size.
 const events_max = 256;
-/// Connections accepted per loop iteration before other work gets a turn.
-const accepts_per_round = 64;
 const listener_tag: u64 = std.math.maxInt(u64);
 const stop_tag: u64 = std.math.maxInt(u64) - 1;
 
@@ -233,7 +231,7 @@ pub fn run(poller: *Poller, listener: socket.Listener) void {
             stop_tag => poller.beginDrain(),
             else => poller.onEvent(event.data.u64),
         };
-        if (poller.listener_ready and poller.acceptAllowed()) poller.acceptRound();
+        if (poller.listener_ready and poller.acceptAllowed()) engine.acceptRound(poller, poller.pool.shared.control, poller.now_ms);
         if (poller.now_ms >= poller.next_sweep_ms) {
             poller.sweep();
             poller.next_sweep_ms = poller.now_ms + poller.sweep_interval_ms;
@@ -272,32 +270,7 @@ fn acceptAllowed(poller: *const Poller) bool {
     return poller.listener != null and poller.now_ms >= poller.accept_paused_until_ms;
 }
 
-fn acceptRound(poller: *Poller) void {
-    const listener = poller.listener.?;
-    for (0..accepts_per_round) |_| {
-        var peer: ?std.Io.net.IpAddress = null;
-        const fd = socket.acceptPeer(listener.fd, true, &peer) catch |err| switch (err) {
-            error.WouldBlock => {
-                poller.listener_ready = false;
-                return;
-            },
-            error.Interrupted, error.ConnectionAborted => continue,
-            error.SystemResources => {
-                log.warn("accept: out of file descriptors or memory; pausing accepts for 100 ms", .{});
-                poller.accept_paused_until_ms = poller.now_ms + 100;
-                return;
-            },
-            error.ListenerClosed, error.Unexpected => {
-                // Never give up on the listener for good: pause, then try again.
-                poller.accept_paused_until_ms = poller.now_ms + 100;
-                return;
-            },
-        };
-        poller.onAccept(fd, peer);
-    }
-}
-
-fn onAccept(poller: *Poller, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) void {
+pub fn onAccept(poller: *Poller, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) void {
     const shared = poller.pool.shared;
     if (!shared.takeConnection()) return engine.refuse(fd); // over connections_max
     const slot = poller.takeSlot() orelse {
@@ -402,8 +375,7 @@ fn sweep(poller: *Poller) void {
         if (Slot.stateOf(word) != .parked) continue;
         // Parked: the fields are this thread's to read.
         const c = &slot.connection;
-        const idle = c.phase == .idle and c.exchange == null;
-        if (poller.now_ms >= c.deadline() or (poller.draining and (idle or c.phase == .websocket))) {
+        if (poller.now_ms >= c.deadline() or (poller.draining and (c.idle() or c.websocketOpen()))) {
             poller.takeParked(slot, word);
         }
     }

@@ -19,18 +19,13 @@ pub fn run(shared: *engine.Shared, listener: socket.Listener) void {
     const control = shared.control;
     var next_tick_ms: u64 = 0;
     while (!control.stopRequested()) {
-        var fds = [_]posix.pollfd{
-            .{ .fd = listener.fd, .events = posix.POLL.IN, .revents = 0 },
-            .{ .fd = control.wake_fd, .events = posix.POLL.IN, .revents = 0 },
-        };
-        // Wakes at least once per tick interval so the handler's tick hook runs when idle.
-        _ = posix.poll(&fds, Worker.tick_interval_ms) catch |err| {
-            engine.pauseAccepting(control, err);
-            continue;
-        };
+        const wait = engine.awaitAccept(control, listener.fd);
         shared.tick(&next_tick_ms);
-        if (fds[1].revents != 0) break;
-        if (fds[0].revents == 0) continue;
+        switch (wait) {
+            .stop => break,
+            .idle => continue,
+            .accept => {},
+        }
         const fd = socket.accept(listener.fd, false) catch |err| switch (err) {
             error.WouldBlock, error.Interrupted, error.ConnectionAborted => continue,
             error.SystemResources, error.ListenerClosed, error.Unexpected => {

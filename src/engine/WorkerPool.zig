@@ -26,6 +26,7 @@ const sync = @import("../sync.zig");
 const blocking_io = @import("blocking_io.zig");
 const Worker = @import("../Worker.zig");
 const Connection = @import("../Connection.zig");
+const driver = @import("driver.zig");
 const Poller = @import("Poller.zig");
 const Slot = Poller.Slot;
 
@@ -43,10 +44,6 @@ pollers_claimed: std.atomic.Value(u32) = .init(0),
 workers: WorkerSet,
 /// When in-flight requests must be finished after a stop (monotonic ms; max until then).
 drain_deadline_ms: std.atomic.Value(u64) = .init(std.math.maxInt(u64)),
-
-/// Steps one pool thread takes on a connection before giving up on it as stuck (a bug
-/// catch: every step moves bytes or changes state).
-const steps_max = 1_000_000;
 
 /// A worker lent to connections one at a time.
 pub const PoolWorker = struct {
@@ -260,8 +257,10 @@ const Wait = enum {
     parked,
     /// An event arrived meanwhile: go on serving.
     resumed,
-    /// A timeout fired instead: go on with what the connection does next.
+    /// The deadline passed instead: the connection is told, then asked again.
     timed_out,
+    /// The connection broke while it was being parked (it was told): ask it again.
+    failed,
 };
 
 const PoolThread = struct {
@@ -300,110 +299,123 @@ const PoolThread = struct {
             @atomicStore(bool, &worker.draining, true, .monotonic); // read by handler code
             pool.beginDrain(worker.now_ms);
         }
-        var readable: Readiness = .yes;
-        var writable = true;
         var timed_out = false;
         if (worker.now_ms >= c.deadline()) {
             c.onTimeout();
             timed_out = true;
         }
         // An open WebSocket is told 1001 and closes once the client answers.
-        if (worker.draining and c.phase == .websocket) c.drain();
-        for (0..steps_max) |_| {
-            worker.updateClock();
-            if (c.websocket != null) runWoken(worker);
-            if (worker.draining and worker.now_ms >= pool.drainDeadline()) return pool.closeSlot(slot, t);
-            const action = c.next();
-            if (!writable and (action == .send or action == .send_file)) {
-                switch (t.wait(slot, Poller.wait_writable, &timed_out)) {
-                    .parked => return,
-                    .resumed => writable = true,
-                    .timed_out => {},
-                }
-                continue;
-            }
-            switch (action) {
-                .recv => {
-                    if (readable != .yes) {
-                        if (worker.draining and c.phase == .idle and c.exchange == null) {
-                            // Idle means nothing to read now, not merely nothing read yet.
-                            if (readable == .probably_not) {
-                                readable = .yes;
-                            } else {
-                                c.drain();
-                            }
-                            continue;
-                        }
-                        switch (t.wait(slot, Poller.wait_readable, &timed_out)) {
-                            .parked => return,
-                            .resumed => readable = .yes,
-                            .timed_out => {},
-                        }
-                        continue;
-                    }
-                    const buffer = c.recvBuffer() orelse return pool.closeSlot(slot, t);
-                    const n = socket.recv(slot.fd, buffer) catch |err| switch (err) {
-                        error.WouldBlock => {
-                            readable = .no;
-                            c.onWouldBlock();
-                            continue;
-                        },
-                        error.Interrupted => continue,
-                        error.ConnectionLost, error.Unexpected => {
-                            c.onError();
-                            continue;
-                        },
-                    };
-                    if (n > 0 and n < buffer.len) readable = .probably_not;
-                    c.onRecv(n);
-                },
-                .send => |iovecs| {
-                    const file = c.fileFollows();
-                    slot.cork.beforeHead(slot.fd, if (file) |f| f.len else null, worker.config.cork_file_bytes_max);
-                    const n = socket.writev(slot.fd, iovecs) catch |err| {
-                        writeFailed(c, err, &writable);
-                        continue;
-                    };
-                    c.onSend(n);
-                },
-                .send_file => |file| {
-                    const n = socket.sendfile(slot.fd, file.fd, file.offset, file.len) catch |err| {
-                        writeFailed(c, err, &writable);
-                        continue;
-                    };
-                    if (n == 0) c.onError() else c.onSend(n); // 0: the file shrank under us
-                    slot.cork.afterFile(slot.fd, c.fileFollows() != null);
-                },
-                .shutdown => {
-                    socket.shutdownWrite(slot.fd);
-                    c.onShutdown();
-                },
-                .close => return pool.closeSlot(slot, t),
-                .wait => unreachable, // no handler pool: handlers run on this thread
-            }
+        if (worker.draining and c.websocketOpen()) c.drain();
+        var io: ThreadIo = .{ .thread = t, .slot = slot, .timed_out = timed_out };
+        switch (driver.drive(&io, c)) {
+            .later => {}, // parked with the poller
+            .close => pool.closeSlot(slot, t),
         }
-        log.err("connection made no progress in {d} steps; closing it", .{steps_max});
-        pool.closeSlot(slot, t);
     }
+
+    /// How a pool thread waits, for `driver.drive`: a socket that is not ready parks the
+    /// connection with its poller and frees the thread.
+    const ThreadIo = struct {
+        thread: *PoolThread,
+        slot: *Slot,
+        readable: Readiness = .yes,
+        writable: bool = true,
+        /// A timeout was applied during this turn: the next wait parks instead.
+        timed_out: bool,
+
+        pub fn beforeStep(io: *ThreadIo, c: *Connection) ?driver.Stop {
+            const worker = c.worker;
+            worker.updateClock();
+            if (c.websocketOpen()) runWoken(worker);
+            if (worker.draining and worker.now_ms >= io.thread.pool.drainDeadline()) return .close;
+            return null;
+        }
+
+        pub fn awaitRecv(io: *ThreadIo, c: *Connection) driver.Await {
+            if (io.readable == .yes) return .ready;
+            if (c.worker.draining and c.idle()) {
+                // Idle means nothing to read now, not merely nothing read yet.
+                if (io.readable == .probably_not) {
+                    io.readable = .yes;
+                } else {
+                    c.drain();
+                }
+                return .again;
+            }
+            return io.park(Poller.wait_readable);
+        }
+
+        pub fn recv(io: *ThreadIo, buffer: []u8) driver.Result {
+            const n = socket.recv(io.slot.fd, buffer) catch |err| {
+                if (err == error.WouldBlock) io.readable = .no;
+                return driver.fromError(err);
+            };
+            if (n > 0 and n < buffer.len) io.readable = .probably_not;
+            return .{ .done = n };
+        }
+
+        pub fn awaitSend(io: *ThreadIo, _: *Connection) driver.Await {
+            if (io.writable) return .ready;
+            return io.park(Poller.wait_writable);
+        }
+
+        fn park(io: *ThreadIo, events: u32) driver.Await {
+            return switch (io.thread.wait(io.slot, events, io.timed_out)) {
+                .parked => .later,
+                .resumed => {
+                    if (events == Poller.wait_readable) io.readable = .yes else io.writable = true;
+                    return .again;
+                },
+                .timed_out => {
+                    io.timed_out = true;
+                    return .timed_out;
+                },
+                .failed => .again,
+            };
+        }
+
+        pub fn writev(io: *ThreadIo, iovecs: []const posix.iovec_const) driver.Result {
+            const n = socket.writev(io.slot.fd, iovecs) catch |err| return io.sendFailed(err);
+            return .{ .done = n };
+        }
+
+        pub fn sendfile(io: *ThreadIo, file: Connection.File) driver.Result {
+            const n = socket.sendfile(io.slot.fd, file.fd, file.offset, file.len) catch |err| return io.sendFailed(err);
+            return .{ .done = n };
+        }
+
+        fn sendFailed(io: *ThreadIo, err: socket.IoError) driver.Result {
+            if (err == error.WouldBlock) io.writable = false;
+            return driver.fromError(err);
+        }
+
+        pub fn shutdownWrite(io: *ThreadIo) void {
+            socket.shutdownWrite(io.slot.fd);
+        }
+
+        pub fn cork(io: *ThreadIo) ?*socket.Cork {
+            return &io.slot.cork;
+        }
+
+        pub fn fd(io: *ThreadIo) linux.fd_t {
+            return io.slot.fd;
+        }
+    };
 
     /// The connection must wait for `events`: apply its timeout if due, else park it with
     /// the poller. A connection that holds no buffers gives its worker back first.
-    fn wait(t: *PoolThread, slot: *Slot, events: u32, timed_out: *bool) Wait {
+    fn wait(t: *PoolThread, slot: *Slot, events: u32, timed_out: bool) Wait {
         const c = &slot.connection;
         const pw = slot.worker.?;
         const worker = &pw.worker;
-        if (!timed_out.* and worker.now_ms >= c.deadline()) {
-            c.onTimeout();
-            timed_out.* = true;
-            return .timed_out;
-        }
-        if (c.websocket != null) {
+        if (!timed_out and worker.now_ms >= c.deadline()) return .timed_out;
+        if (c.websocketOpen()) {
             slot.watchWake(worker.websocket_wake_fd) catch {
                 c.onError();
-                return .timed_out;
+                return .failed;
             };
         }
-        const keep_worker = c.exchange != null or c.websocket != null;
+        const keep_worker = c.exchange != null or c.websocketOpen();
         if (!keep_worker) slot.worker = null;
         if (slot.park(events)) {
             if (!keep_worker) t.putSpare(pw);
@@ -415,19 +427,10 @@ const PoolThread = struct {
 
     /// No worker could be had (out of memory): say so and close.
     fn refuse(t: *PoolThread, slot: *Slot) void {
-        const response = Connection.overloaded_response;
-        _ = socket.writev(slot.fd, &.{.{ .base = response.ptr, .len = response.len }}) catch {};
+        engine.answerOverloaded(slot.fd);
         t.pool.closeSlot(slot, t);
     }
 };
-
-fn writeFailed(c: *Connection, err: socket.IoError, writable: *bool) void {
-    switch (err) {
-        error.WouldBlock => writable.* = false,
-        error.Interrupted => {},
-        error.ConnectionLost, error.Unexpected => c.onError(),
-    }
-}
 
 /// Hands queued WebSocket work (messages sent from other threads, close requests) to the
 /// connection. The worker is this connection's alone while it is a WebSocket.

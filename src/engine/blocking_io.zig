@@ -4,12 +4,14 @@
 //! SO_SNDTIMEO bounds every write. Handlers run on this thread, so a response can stream
 //! (chunked) through the connection's sink while the handler runs.
 const std = @import("std");
+const assert = std.debug.assert;
 const linux = std.os.linux;
 const posix = std.posix;
 const socket = @import("socket.zig");
 const engine = @import("../engine.zig");
 const Worker = @import("../Worker.zig");
 const Connection = @import("../Connection.zig");
+const driver = @import("driver.zig");
 
 const SinkContext = struct { fd: linux.fd_t, worker: *Worker };
 
@@ -28,80 +30,103 @@ pub fn serveConnection(worker: *Worker, fd: linux.fd_t, peer: ?std.Io.net.IpAddr
     defer c.deinit();
     const known_peer = peer orelse socket.peerName(fd);
     if (known_peer) |*address| c.peer = address;
-    var cork: socket.Cork = .{};
     var sink_context: SinkContext = .{ .fd = fd, .worker = worker };
     const sink: Connection.Sink = .{ .context = &sink_context, .writeAll = sinkWriteAll, .read = sinkRead };
     c.sink = &sink;
-    for (0..std.math.maxInt(u32)) |_| {
-        worker.updateClock();
-        worker.tick();
-        if (control.stopRequested() and !worker.draining) {
-            @atomicStore(bool, &worker.draining, true, .monotonic); // read by handler threads
-            drain_deadline_ms.* = worker.now_ms + control.shutdown_timeout_ms;
-        }
-        if (worker.draining) {
-            // Idle means nothing to read right now, not merely nothing read yet.
-            if ((c.phase == .idle and !readableNow(fd)) or c.phase == .websocket) c.drain();
-            if (worker.now_ms >= drain_deadline_ms.*) return;
-        }
-        switch (c.next()) {
-            .recv => {
-                if (worker.now_ms >= c.deadline()) {
-                    c.onTimeout();
-                    continue;
-                }
-                if (!waitReadable(fd, control, worker, c.deadline())) {
-                    runWoken(worker);
-                    continue;
-                }
-                const buffer = c.recvBuffer() orelse return;
-                const n = socket.recv(fd, buffer) catch |err| switch (err) {
-                    error.WouldBlock, error.Interrupted => {
-                        c.onWouldBlock();
-                        continue;
-                    },
-                    error.ConnectionLost, error.Unexpected => {
-                        c.onError();
-                        continue;
-                    },
-                };
-                c.onRecv(n);
-            },
-            .send => |iovecs| {
-                const file = c.fileFollows();
-                cork.beforeHead(fd, if (file) |f| f.len else null, worker.config.cork_file_bytes_max);
-                const n = socket.writev(fd, iovecs) catch |err| {
-                    onWriteError(&c, err);
-                    continue;
-                };
-                c.onSend(n);
-            },
-            .send_file => |file| {
-                const n = socket.sendfile(fd, file.fd, file.offset, file.len) catch |err| {
-                    onWriteError(&c, err);
-                    continue;
-                };
-                if (n == 0) c.onError() else c.onSend(n);
-                cork.afterFile(fd, c.fileFollows() != null);
-            },
-            .shutdown => {
-                socket.shutdownWrite(fd);
-                c.onShutdown();
-            },
-            .close => return,
-            .wait => unreachable, // handlers run on this thread (the connection has a sink)
-        }
+    var io: ThreadIo = .{ .socket_fd = fd, .worker = worker, .control = control, .drain_deadline_ms = drain_deadline_ms };
+    while (driver.drive(&io, &c) == .later) {
+        // The connection has a sink, so handlers run on this thread: it never waits for a pool.
+        assert(c.next() == .recv);
+        io.waitForRecv(&c);
     }
 }
 
-fn onWriteError(c: *Connection, err: socket.IoError) void {
-    switch (err) {
-        error.Interrupted => {},
-        // SO_SNDTIMEO expired: the client is not reading.
-        error.WouldBlock => c.onError(),
-        error.ConnectionLost, error.Unexpected => c.onError(),
+/// How a thread with a connection of its own waits, for `driver.drive`: every receive is
+/// preceded by a `poll` bounded by the connection's deadline (so a blocking `recv` never
+/// outlasts it); writes block, bounded by SO_SNDTIMEO.
+const ThreadIo = struct {
+    socket_fd: linux.fd_t,
+    worker: *Worker,
+    control: *engine.Control,
+    drain_deadline_ms: *u64,
+    cork_state: socket.Cork = .{},
+    /// `poll` said the socket is readable; one receive consumes it.
+    readable: bool = false,
+
+    pub fn beforeStep(io: *ThreadIo, c: *Connection) ?driver.Stop {
+        const worker = io.worker;
+        worker.updateClock();
+        worker.tick();
+        if (io.control.stopRequested() and !worker.draining) {
+            @atomicStore(bool, &worker.draining, true, .monotonic); // read by handler threads
+            io.drain_deadline_ms.* = worker.now_ms + io.control.shutdown_timeout_ms;
+        }
+        if (worker.draining) {
+            // Idle means nothing to read right now, not merely nothing read yet.
+            if (!c.idle() or !readableNow(io.socket_fd)) c.drain();
+            if (worker.now_ms >= io.drain_deadline_ms.*) return .close;
+        }
+        return null;
     }
-}
+
+    pub fn awaitRecv(io: *ThreadIo, c: *Connection) driver.Await {
+        if (io.worker.now_ms >= c.deadline()) return .timed_out;
+        return if (io.readable) .ready else .later;
+    }
+
+    /// Waits (poll) until the socket is readable, the connection's deadline passes, the
+    /// server stops or WebSocket work is queued for the connection.
+    fn waitForRecv(io: *ThreadIo, c: *Connection) void {
+        if (waitReadable(io.socket_fd, io.control, io.worker, c.deadline())) {
+            io.readable = true;
+        } else {
+            runWoken(io.worker);
+        }
+    }
+
+    pub fn recv(io: *ThreadIo, buffer: []u8) driver.Result {
+        io.readable = false;
+        const n = socket.recv(io.socket_fd, buffer) catch |err| return switch (err) {
+            error.WouldBlock, error.Interrupted => .would_block,
+            error.ConnectionLost, error.Unexpected => .failed,
+        };
+        return .{ .done = n };
+    }
+
+    pub fn awaitSend(_: *ThreadIo, _: *Connection) driver.Await {
+        return .ready;
+    }
+
+    pub fn writev(io: *ThreadIo, iovecs: []const posix.iovec_const) driver.Result {
+        const n = socket.writev(io.socket_fd, iovecs) catch |err| return sendFailed(err);
+        return .{ .done = n };
+    }
+
+    pub fn sendfile(io: *ThreadIo, file: Connection.File) driver.Result {
+        const n = socket.sendfile(io.socket_fd, file.fd, file.offset, file.len) catch |err| return sendFailed(err);
+        return .{ .done = n };
+    }
+
+    fn sendFailed(err: socket.IoError) driver.Result {
+        return switch (err) {
+            error.Interrupted => .interrupted,
+            // SO_SNDTIMEO expired: the client is not reading.
+            error.WouldBlock, error.ConnectionLost, error.Unexpected => .failed,
+        };
+    }
+
+    pub fn shutdownWrite(io: *ThreadIo) void {
+        socket.shutdownWrite(io.socket_fd);
+    }
+
+    pub fn cork(io: *ThreadIo) ?*socket.Cork {
+        return &io.cork_state;
+    }
+
+    pub fn fd(io: *ThreadIo) linux.fd_t {
+        return io.socket_fd;
+    }
+};
 
 /// Waits until `fd` is readable (true), or the deadline passes, a stop arrives or WebSocket
 /// work is queued for the connection (false).

@@ -6,6 +6,7 @@ const std = @import("std");
 const assert = std.debug.assert;
 const Connection = @import("../Connection.zig");
 const Worker = @import("../Worker.zig");
+const driver = @import("../engine/driver.zig");
 
 const Simulation = @This();
 
@@ -47,63 +48,98 @@ pub fn run(gpa: std.mem.Allocator, worker: *Worker, input: []const u8, options: 
     errdefer output.deinit(gpa);
     var c: Connection = .init(worker);
     defer c.deinit();
-    var pos: usize = 0;
-    var result: Result = .{ .output = &.{}, .sends = 0, .shutdown = false, .closed_early = false };
-    var steps: usize = 0;
-    while (true) : (steps += 1) {
-        assert(steps < 10_000_000); // a connection that loops forever is a bug
-        switch (c.next()) {
-            .recv => {
-                if (pos == input.len and options.keep_open) break;
-                const buffer = c.recvBuffer() orelse return error.OutOfExchanges;
-                if (pos == input.len) {
-                    c.onRecv(0);
-                    continue;
-                }
-                const n = @min(buffer.len, input.len - pos, cut(options.cuts, random));
-                @memcpy(buffer[0..n], input[pos..][0..n]);
-                pos += n;
-                c.onRecv(n);
-            },
-            .send => |iovecs| {
-                var budget = cut(options.cuts, random);
-                var sent: usize = 0;
-                for (iovecs) |iov| {
-                    const take = @min(iov.len, budget);
-                    try output.appendSlice(gpa, iov.base[0..take]);
-                    sent += take;
-                    budget -= take;
-                    if (budget == 0) break;
-                }
-                result.sends += 1;
-                c.onSend(sent);
-            },
-            .send_file => |file| {
-                const take: usize = @intCast(@min(file.len, cut(options.cuts, random)));
-                const start = output.items.len;
-                try output.resize(gpa, start + take);
-                const rc = std.os.linux.pread(file.fd, output.items[start..].ptr, take, @intCast(file.offset));
-                if (std.os.linux.errno(rc) != .SUCCESS) return error.FileReadFailed;
-                const n: usize = rc;
-                output.shrinkRetainingCapacity(start + n);
-                result.sends += 1;
-                c.onSend(n);
-            },
-            .shutdown => {
-                result.shutdown = true;
-                c.onShutdown();
-            },
-            .close => {
-                result.closed_early = pos < input.len;
-                break;
-            },
-            .wait => unreachable, // the simulated worker has no handler pool
-
-        }
+    var io: SimIo = .{ .gpa = gpa, .input = input, .keep_open = options.keep_open, .cuts = options.cuts, .random = random, .output = &output };
+    // A `later` means the simulated client has nothing more to say (keep_open); a
+    // connection that loops forever is caught by the driver's step bound.
+    switch (driver.drive(&io, &c)) {
+        // The simulated worker has no handler pool, so nothing else waits.
+        .later => assert(io.keep_open and io.pos == input.len),
+        .close => io.result.closed_early = io.pos < input.len,
     }
+    if (io.failure) |err| return err;
+    var result = io.result;
     result.output = try output.toOwnedSlice(gpa);
     return result;
 }
+
+/// The simulated network, for `driver.drive`.
+const SimIo = struct {
+    gpa: std.mem.Allocator,
+    input: []const u8,
+    keep_open: bool,
+    cuts: Cuts,
+    random: std.Random,
+    output: *std.ArrayList(u8),
+    pos: usize = 0,
+    result: Result = .{ .output = &.{}, .sends = 0, .shutdown = false, .closed_early = false },
+    /// An error of the simulation itself (out of memory, a file that cannot be read).
+    failure: ?anyerror = null,
+
+    pub fn beforeStep(io: *SimIo, _: *Connection) ?driver.Stop {
+        return if (io.failure != null) .close else null;
+    }
+
+    pub fn awaitRecv(io: *SimIo, _: *Connection) driver.Await {
+        if (io.pos == io.input.len and io.keep_open) return .later;
+        return .ready;
+    }
+
+    pub fn recv(io: *SimIo, buffer: []u8) driver.Result {
+        // After the input, the client half-closes.
+        if (io.pos == io.input.len) return .{ .done = 0 };
+        const n = @min(buffer.len, io.input.len - io.pos, cut(io.cuts, io.random));
+        @memcpy(buffer[0..n], io.input[io.pos..][0..n]);
+        io.pos += n;
+        return .{ .done = n };
+    }
+
+    pub fn awaitSend(_: *SimIo, _: *Connection) driver.Await {
+        return .ready;
+    }
+
+    pub fn writev(io: *SimIo, iovecs: []const std.posix.iovec_const) driver.Result {
+        var budget = cut(io.cuts, io.random);
+        var sent: usize = 0;
+        for (iovecs) |iov| {
+            const take = @min(iov.len, budget);
+            io.output.appendSlice(io.gpa, iov.base[0..take]) catch |err| return io.fail(err);
+            sent += take;
+            budget -= take;
+            if (budget == 0) break;
+        }
+        io.result.sends += 1;
+        return .{ .done = sent };
+    }
+
+    pub fn sendfile(io: *SimIo, file: Connection.File) driver.Result {
+        const take: usize = @intCast(@min(file.len, cut(io.cuts, io.random)));
+        const start = io.output.items.len;
+        io.output.resize(io.gpa, start + take) catch |err| return io.fail(err);
+        const rc = std.os.linux.pread(file.fd, io.output.items[start..].ptr, take, @intCast(file.offset));
+        if (std.os.linux.errno(rc) != .SUCCESS) return io.fail(error.FileReadFailed);
+        const n: usize = rc;
+        io.output.shrinkRetainingCapacity(start + n);
+        io.result.sends += 1;
+        return .{ .done = n };
+    }
+
+    fn fail(io: *SimIo, err: anyerror) driver.Result {
+        io.failure = err;
+        return .failed;
+    }
+
+    pub fn shutdownWrite(io: *SimIo) void {
+        io.result.shutdown = true;
+    }
+
+    pub fn cork(_: *SimIo) ?*@import("../engine/socket.zig").Cork {
+        return null;
+    }
+
+    pub fn fd(_: *SimIo) std.os.linux.fd_t {
+        return -1;
+    }
+};
 
 fn cut(cuts: Cuts, random: std.Random) usize {
     return switch (cuts) {
