@@ -51,7 +51,7 @@ pub const paths = [_][]const u8{
 
 /// Routes one request for `path` and returns the response status code.
 pub fn routeOnce(router: *Routes, path: []const u8, storage: []saker.http.Header, buffer: []u8) u16 {
-    var head: saker.http1.RequestParser.Head = .{ .method = .GET, .path = path, .target = path };
+    var head: saker.http.RequestHead = .{ .method = .GET, .path = path, .target = path };
     var req: saker.Request = .init(&head, "", std.heap.page_allocator);
     var res: saker.Response = .init(.{
         .arena = std.heap.page_allocator,

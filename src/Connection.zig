@@ -1,55 +1,49 @@
-//! One client connection's HTTP/1 lifecycle, as a state machine that makes no syscalls
-//! (RFC 9112 §9: persistence, pipelining, closing). The engine asks `next()` what to do, does
-//! it, and reports back (`onRecv`, `onSend`, `onShutdown`, `onTimeout`); parsing, body framing,
-//! calling the handler and building responses all happen here, so every engine behaves alike.
-//!
-//! Pipelining: every complete request in the receive buffer is answered before anything is
-//! sent, and the responses leave together in one batch (one `writev`), in request order.
-//!
-//! An idle connection holds no buffers: the `Exchange` with its buffers is borrowed from the
-//! worker when a request's first byte arrives and returned once the connection is idle again.
+//! One client connection, whatever its protocol and transport: what engines drive. It holds
+//! what every protocol shares (the worker serving it, the client's address, the sink of an
+//! engine that runs handlers on the connection's own thread), the transport between socket
+//! and protocol bytes (`transport.zig`), and the active protocol session as a tagged union,
+//! and it forwards the engine contract (`engine_contract.zig`) to them. It makes no syscalls
+//! and holds no protocol framing: adding a protocol is a variant of `Protocol` and a session
+//! file; adding a transport, a variant of `Transport` and its file.
 const std = @import("std");
-const assert = std.debug.assert;
-const posix = std.posix;
-const http = @import("http.zig");
 const Worker = @import("Worker.zig");
+const Config = @import("Config.zig");
+const Handoff = @import("Handoff.zig");
 const Exchange = @import("Exchange.zig");
-const Request = @import("Request.zig");
-const Response = @import("Response.zig");
-const RequestParser = @import("http1/RequestParser.zig");
-const ChunkedDecoder = @import("http1/ChunkedDecoder.zig");
-const ResponseHead = @import("http1/ResponseHead.zig");
-const byte_copy = @import("http1/copy.zig");
-const Session = @import("websocket/Session.zig");
-const client_error = @import("client_error.zig");
-
-const log = std.log.scoped(.saker);
+const contract = @import("engine_contract.zig");
+const Transport = @import("transport.zig").Transport;
+const Http1 = @import("http1/Session.zig");
 
 const Connection = @This();
 
+/// The worker serving the connection (a `worker_pool` connection may change workers
+/// between turns).
 worker: *Worker,
-/// Buffers and request state, held only while a request is in progress.
-exchange: ?*Exchange = null,
-phase: Phase = .idle,
-/// Close once the current batch has been sent.
-close_after_send: bool = false,
-/// After the last response, shut down the write side and read until the client closes,
-/// so unread request bytes do not turn into a TCP reset that destroys the response.
-linger: bool = false,
-/// Requests answered on this connection.
-requests_served: u32 = 0,
-/// When the read side times out (idle, head, body or linger), on the worker's clock.
-read_deadline_ms: u64,
-/// When a batch that makes no progress times out.
-send_deadline_ms: u64 = 0,
-/// Set by engines that run handlers on a thread of their own, to stream responses and to read
-/// bodies the handler pulls (`req.bodyReader()`).
-sink: ?*const Sink = null,
 /// The client's address, owned by the engine (for `Request.peer`); a pointer keeps the
 /// connection small.
 peer: ?*const std.Io.net.IpAddress = null,
-/// The WebSocket session once an upgrade was accepted (phase `websocket` from then on).
-websocket: ?*Session = null,
+/// Set by engines that run handlers on a thread of their own, to stream responses and to read
+/// bodies the handler pulls (`req.bodyReader()`).
+sink: ?*const Handoff.Sink = null,
+transport: Transport = .{ .plain = .{} },
+protocol: Protocol,
+
+/// The protocol sessions a connection can speak. Each offers the engine contract's calls
+/// (see `engine_contract.zig`); the connection picks the active one.
+pub const Protocol = union(enum) {
+    http1: Http1,
+};
+
+/// What the engine must do next (see `engine_contract.zig`).
+pub const Next = contract.Next;
+/// The file range of `Next.send_file`.
+pub const File = contract.File;
+/// Blocking I/O for handlers that run on a thread of their own (see `Handoff.Sink`).
+pub const Sink = Handoff.Sink;
+
+comptime {
+    contract.check(Connection, Worker);
+}
 
 /// What an engine sends to a connection it cannot take (over `connections_max`) before
 /// closing it.
@@ -59,1335 +53,176 @@ pub const overloaded_response = "HTTP/1.1 503 Service Unavailable\r\n" ++
     overloaded_body;
 const overloaded_body = "503 Service Unavailable: too many connections\n";
 
-/// Where a connection is in its request/response cycle.
-pub const Phase = enum {
-    /// Waiting for the first byte of a request; no exchange held.
-    idle,
-    /// Receiving a request head.
-    head,
-    /// Receiving a request body.
-    body,
-    /// The handler runs on a pool thread; the engine waits to be woken.
-    handling,
-    /// The last response is out; the engine must shut down the write side.
-    shutdown,
-    /// Reading and discarding until the client closes or `linger_timeout_ms` passes.
-    linger,
-    /// The 101 response was answered: bytes are WebSocket frames, handled by `websocket`.
-    /// The exchange stays with the connection while it is open.
-    websocket,
-    /// Finished: the engine closes the socket and calls `deinit`.
-    closed,
-};
-
-/// What the engine must do next.
-pub const Next = union(enum) {
-    /// Read into `recvBuffer()` when the socket is readable, then call `onRecv`.
-    recv,
-    /// Write these bytes (one writev), then call `onSend` with the count written.
-    send: []const posix.iovec_const,
-    /// Send this file range (sendfile), then call `onSend` with the count sent.
-    send_file: File,
-    /// Nothing to do until the worker's completion event fires (a pool thread runs the
-    /// handler); then call `onPoolEvent`.
-    wait,
-    /// shutdown(SHUT_WR), then call `onShutdown`.
-    shutdown,
-    /// Close the socket, then call `deinit`.
-    close,
-};
-
-/// Blocking I/O for engines whose handlers run on a thread of their own: the write side
-/// streams responses while the handler runs, the read side feeds `req.bodyReader()`.
-pub const Sink = struct {
-    context: *anyopaque,
-    /// Writes all of `iovecs`; fails when the client is gone.
-    writeAll: *const fn (context: *anyopaque, iovecs: []const posix.iovec_const) error{ClientGone}!void,
-    /// Receives at least one byte into `buffer`, waiting until `deadline_ms` (worker clock)
-    /// at most; fails when the client closed or reset the connection, or the time is up.
-    read: *const fn (context: *anyopaque, buffer: []u8, deadline_ms: u64) error{ ClientGone, Timeout }!usize,
-};
-
-/// The `std.Io.Reader` behind `req.bodyReader()` for a pulled body: decodes what the sink's
-/// read side receives, on the handler's thread (`pull`).
-pub const BodyReader = struct {
-    stream: Request.BodyStream,
-    connection: *Connection,
-
-    const vtable: std.Io.Reader.VTable = .{ .stream = readerStream, .discard = readerDiscard };
-
-    fn fromInterface(r: *std.Io.Reader) *BodyReader {
-        const stream: *Request.BodyStream = @alignCast(@fieldParentPtr("interface", r));
-        return @alignCast(@fieldParentPtr("stream", stream));
-    }
-
-    fn readerStream(r: *std.Io.Reader, w: *std.Io.Writer, limit: std.Io.Limit) std.Io.Reader.StreamError!usize {
-        if (limit == .nothing) return 0;
-        const reader = fromInterface(r);
-        const dest = limit.slice(try w.writableSliceGreedy(1));
-        const n = try reader.connection.pull(dest);
-        w.advance(n);
-        return n;
-    }
-
-    fn readerDiscard(r: *std.Io.Reader, limit: std.Io.Limit) std.Io.Reader.Error!usize {
-        // Called with the buffer empty: it serves as scratch space.
-        const reader = fromInterface(r);
-        return reader.connection.pull(limit.slice(r.buffer));
-    }
-};
-
-/// The file range of `Next.send_file`.
-pub const File = Response.File;
-
-/// Whether the connection waits for a request's first byte and holds nothing: at shutdown
-/// `drain` closes it, once the engine has made sure no request waits in the socket.
-pub fn idle(c: *const Connection) bool {
-    return c.phase == .idle and c.exchange == null;
-}
-
-/// Whether the connection speaks WebSocket (it then takes work queued by other threads:
-/// `onWake`).
-pub fn websocketOpen(c: *const Connection) bool {
-    return c.websocket != null;
-}
-
-/// A new connection, idle until its first byte arrives.
+/// A new connection, idle until its first byte arrives. Every connection starts as HTTP/1.
 pub fn init(worker: *Worker) Connection {
+    return .{ .worker = worker, .protocol = .{ .http1 = .init(worker.now_ms, worker.config.idle_timeout_ms) } };
+}
+
+/// A new connection that has no worker yet (a `worker_pool` poller parks it; a pool thread
+/// lends it a worker when it has work). `now_ms` is the poller's clock.
+pub fn initParked(now_ms: u64, config: *const Config, sink: *const Sink) Connection {
     return .{
-        .worker = worker,
-        .read_deadline_ms = worker.now_ms + worker.config.idle_timeout_ms,
+        .worker = undefined,
+        .sink = sink,
+        .protocol = .{ .http1 = .init(now_ms, config.idle_timeout_ms) },
     };
 }
 
 /// Gives back everything the connection holds. Call once, after the socket is closed.
 pub fn deinit(c: *Connection) void {
-    if (c.websocket) |session| {
-        session.release();
-        c.websocket = null;
+    switch (c.protocol) {
+        inline else => |*session| session.deinit(),
     }
-    if (c.exchange) |x| {
-        if (x.file) |file| if (file.close_when_done) closeFile(file.fd);
-        x.file = null;
-        x.iovec_index = x.iovec_count;
-        c.worker.releaseExchange(x);
-        c.exchange = null;
-    }
-    c.phase = .closed;
 }
 
 /// What the engine must do next.
 pub fn next(c: *const Connection) Next {
-    switch (c.phase) {
-        .closed => return .close,
-        .shutdown => return .shutdown,
-        else => {},
-    }
-    if (c.exchange) |x| {
-        if (c.phase == .handling) {
-            if (x.external_index < x.external_count) return .{ .send = x.external[x.external_index..x.external_count] };
-            if (x.externalState() == .read_pending) return .recv;
-            return .wait;
-        }
-        if (x.iovec_index < x.iovec_count) return .{ .send = x.iovecs[x.iovec_index..x.iovec_count] };
-        if (x.file) |file| return .{ .send_file = file };
-    }
-    return .recv;
-}
-
-/// The file body that ends the batch being sent, if any (engines may cork the socket while
-/// its head goes out; see `engine/socket.zig` `setCork`).
-pub fn fileFollows(c: *const Connection) ?Response.File {
-    const x = c.exchange orelse return null;
-    return x.file;
-}
-
-/// Whether a pool thread is using this connection (it must not be freed).
-pub fn handling(c: *const Connection) bool {
-    return c.phase == .handling;
-}
-
-/// When the engine must call `onTimeout` (worker clock, milliseconds).
-pub fn deadline(c: *const Connection) u64 {
-    if (c.phase == .handling) {
-        // Only a chunk the handler is streaming can stall; the handler itself is not timed.
-        const x = c.exchange.?;
-        if (x.external_index < x.external_count) return c.send_deadline_ms;
-        // A body read the handler waits for is timed like any body read.
-        if (x.externalState() == .read_pending) return c.read_deadline_ms;
-        return std.math.maxInt(u64);
-    }
-    if (c.exchange) |x| if (x.sending()) return c.send_deadline_ms;
-    if (c.phase == .websocket) return c.websocket.?.deadline();
-    return c.read_deadline_ms;
-}
-
-/// The buffer to read into. Borrows an exchange if the connection was idle; null when the
-/// worker has none left (the engine then closes the connection).
-pub fn recvBuffer(c: *Connection) ?[]u8 {
-    if (c.phase == .handling) {
-        const x = c.exchange.?;
-        // A pool thread's handler asked for body bytes (`poolRead`). Otherwise this is a
-        // receive the engine still had in flight when that read was given up (timeout):
-        // its bytes are discarded, as the request is failing anyway.
-        return if (x.externalState() == .read_pending) x.pull_buffer else &x.discard;
-    }
-    assert(c.next() == .recv);
-    const x = c.exchange orelse blk: {
-        const x = c.worker.acquireExchange() orelse return null;
-        c.exchange = x;
-        break :blk x;
+    const wanted = switch (c.protocol) {
+        inline else => |*session| session.next(),
     };
-    switch (c.phase) {
-        .idle, .head, .websocket => {
-            if (c.phase == .websocket) if (c.websocket.?.directBuffer(x)) |direct| return direct;
-            if (x.head_start > 0) x.compact();
-            assert(x.recv_end < x.recv.len);
-            return x.recv[x.recv_end..];
-        },
-        .body => return switch (x.body) {
-            .buffer => |b| b.bytes[b.received..],
-            .in_place, .chunked, .streamed_length => x.recv[x.recv_end..],
-            // Read on the handler's thread, which holds the connection meanwhile.
-            .none, .pulled => unreachable,
-        },
-        .linger => return x.recv_small,
-        .shutdown, .closed, .handling => unreachable,
-    }
+    return c.transport.next(wanted);
 }
 
-/// The read found nothing (EAGAIN): give the exchange back if the connection is idle.
-pub fn onWouldBlock(c: *Connection) void {
-    c.releaseIfIdle();
+/// The buffer to read into; null when the worker has no buffer left (the engine then closes
+/// the connection).
+pub fn recvBuffer(c: *Connection) ?[]u8 {
+    const buffer = switch (c.protocol) {
+        inline else => |*session| session.recvBuffer(),
+    } orelse return null;
+    return c.transport.recvBuffer(buffer);
 }
 
 /// `n` bytes were read into `recvBuffer()`; 0 means the client closed its side.
 pub fn onRecv(c: *Connection, n: usize) void {
-    const x = c.exchange.?;
-    if (c.phase == .handling) return c.pulledForPool(x, n);
-    if (n == 0) return c.onPeerClosed();
-    switch (c.phase) {
-        .idle => {
-            c.phase = .head;
-            c.read_deadline_ms = c.worker.now_ms + c.worker.config.header_timeout_ms;
-            x.recv_end += @intCast(n);
-        },
-        .head => x.recv_end += @intCast(n),
-        .body => {
-            switch (x.body) {
-                .buffer => |*b| b.received += n,
-                .in_place, .chunked, .streamed_length => x.recv_end += @intCast(n),
-                .none, .pulled => unreachable, // see recvBuffer
-            }
-            // `body_timeout_ms` bounds the time without progress, not the whole body: a
-            // large upload over a slow link keeps going as long as bytes keep coming.
-            c.read_deadline_ms = c.worker.now_ms + c.worker.config.body_timeout_ms;
-        },
-        .websocket => {
-            c.websocket.?.onRecv(x, n);
-            c.armSendDeadline(x);
-            return;
-        },
-        .linger => return,
-        .shutdown, .closed, .handling => unreachable,
+    const delivered = c.transport.received(n) orelse return;
+    switch (c.protocol) {
+        inline else => |*session| session.onRecv(delivered),
     }
-    c.process();
+}
+
+/// The read found nothing (EAGAIN).
+pub fn onWouldBlock(c: *Connection) void {
+    switch (c.protocol) {
+        inline else => |*session| session.onWouldBlock(),
+    }
 }
 
 /// `n` bytes of the batch (iovecs, then file) were sent.
 pub fn onSend(c: *Connection, n: usize) void {
-    const x = c.exchange.?;
-    c.send_deadline_ms = c.worker.now_ms + c.worker.config.write_timeout_ms;
-    if (c.phase == .handling) return c.externalSent(x, n);
-    if (x.iovec_index < x.iovec_count) {
-        x.advanceIovecs(n);
-    } else {
-        const file = &x.file.?;
-        assert(n <= file.len);
-        file.offset += n;
-        file.len -= n;
-        if (file.len == 0) {
-            if (file.close_when_done) closeFile(file.fd);
-            x.file = null;
-        }
+    const taken = c.transport.sent(n) orelse return;
+    switch (c.protocol) {
+        inline else => |*session| session.onSend(taken),
     }
-    if (!x.sending()) c.batchSent();
 }
 
-/// The write side was shut down; start lingering.
+/// The file body that ends the batch being sent, if any (engines may cork the socket while
+/// its head goes out).
+pub fn fileFollows(c: *const Connection) ?File {
+    return switch (c.protocol) {
+        inline else => |*session| session.fileFollows(),
+    };
+}
+
+/// The write side was shut down.
 pub fn onShutdown(c: *Connection) void {
-    assert(c.phase == .shutdown);
-    c.phase = .linger;
-    c.read_deadline_ms = c.worker.now_ms + c.worker.config.linger_timeout_ms;
+    switch (c.protocol) {
+        inline else => |*session| session.onShutdown(),
+    }
 }
 
 /// The socket failed (reset, broken pipe): nothing more can be done but close.
 pub fn onError(c: *Connection) void {
-    if (c.phase == .handling) {
-        // The pool thread still uses the exchange: close once the handler returns.
-        const x = c.exchange.?;
-        x.client_gone = true;
-        if (x.external_index < x.external_count or x.externalState() == .read_pending) c.finishExternal(x, .failed);
-        return;
+    switch (c.protocol) {
+        inline else => |*session| session.onError(),
     }
-    c.phase = .closed;
+}
+
+/// When the engine must call `onTimeout` (worker clock, milliseconds).
+pub fn deadline(c: *const Connection) u64 {
+    return switch (c.protocol) {
+        inline else => |*session| session.deadline(),
+    };
 }
 
 /// `deadline()` has passed.
 pub fn onTimeout(c: *Connection) void {
-    if (c.phase == .handling) {
-        const x = c.exchange.?;
-        if (x.externalState() == .read_pending) {
-            // The body stalled: the handler's read fails (then 408), the client may be there.
-            x.pull_timed_out = true;
-            return c.finishExternal(x, .failed);
-        }
-        return c.onError(); // a streamed chunk the client does not read
-    }
-    if (c.exchange) |x| if (x.sending()) {
-        c.phase = .closed; // the client stopped reading
-        return;
-    };
-    switch (c.phase) {
-        .idle, .linger, .shutdown, .closed => c.phase = .closed,
-        .websocket => {
-            const x = c.exchange.?;
-            c.websocket.?.onTimeout(x);
-            c.armSendDeadline(x);
-        },
-        .head => {
-            const x = c.exchange.?;
-            if (x.head_start == x.recv_end) {
-                c.phase = .closed;
-            } else {
-                c.fail(.request_timeout, "request head not received in time");
-            }
-        },
-        .body => c.fail(.request_timeout, "request body not received in time"),
-        .handling => unreachable, // returned above
+    switch (c.protocol) {
+        inline else => |*session| session.onTimeout(),
     }
 }
 
-/// Server shutdown: close if idle; otherwise finish the current request, then close. An open
-/// WebSocket is told 1001 and closes once the client answers. Engines call it again on every
-/// sweep while draining; it only acts when there is something to do.
+/// Server shutdown: idle connections close, requests in flight finish, open WebSockets are
+/// told 1001. Engines call it on every sweep while draining; it acts only when there is
+/// something to do.
 pub fn drain(c: *Connection) void {
-    if (c.phase == .idle and c.exchange == null) c.phase = .closed;
-    if (c.phase == .websocket) {
-        const x = c.exchange.?;
-        c.websocket.?.drain(x);
-        c.armSendDeadline(x);
+    switch (c.protocol) {
+        inline else => |*session| session.drain(),
     }
+}
+
+/// Whether the connection waits for a request's first byte and holds nothing: at shutdown
+/// `drain` closes it, once the engine has made sure no request waits in the socket.
+pub fn idle(c: *const Connection) bool {
+    return switch (c.protocol) {
+        inline else => |*session| session.idle(),
+    };
+}
+
+/// Whether the connection speaks WebSocket (it then takes work queued by other threads:
+/// `onWake`).
+pub fn websocketOpen(c: *const Connection) bool {
+    return switch (c.protocol) {
+        inline else => |*session| session.websocketOpen(),
+    };
 }
 
 /// WebSocket work was queued for this connection from elsewhere (`Worker.takeWoken`).
 pub fn onWake(c: *Connection) void {
-    if (c.phase != .websocket) return;
-    const x = c.exchange.?;
-    c.websocket.?.onWake(x);
-    c.armSendDeadline(x);
-}
-
-fn armSendDeadline(c: *Connection, x: *const Exchange) void {
-    if (x.sending()) c.send_deadline_ms = c.worker.now_ms + c.worker.config.write_timeout_ms;
-}
-
-fn onPeerClosed(c: *Connection) void {
-    // Responses already produced were sent before this read (next() puts sends first), so a
-    // client that half-closes after a complete request has its answer. A partial request
-    // can never be completed.
-    if (c.websocket) |session| session.onPeerClosed();
-    c.phase = .closed;
-}
-
-fn releaseIfIdle(c: *Connection) void {
-    const x = c.exchange orelse return;
-    if (c.phase != .idle and c.phase != .head) return;
-    if (x.sending() or x.head_start != x.recv_end or x.body != .none) return;
-    c.worker.releaseExchange(x);
-    c.exchange = null;
-    if (c.phase == .head) {
-        c.phase = .idle;
-        c.read_deadline_ms = c.worker.now_ms + c.worker.config.idle_timeout_ms;
+    switch (c.protocol) {
+        inline else => |*session| session.onWake(),
     }
 }
 
-/// Parses and answers every complete request in the buffer, until the batch is full, the
-/// connection must close, or more bytes are needed.
-fn process(c: *Connection) void {
-    const x = c.exchange.?;
-    while (!c.close_after_send) {
-        switch (c.phase) {
-            .head => if (!c.processHead(x)) break,
-            .body => {
-                if (!c.processBody(x)) break;
-                c.dispatch(x);
-                if (c.phase == .handling) break;
-                c.finishRequest(x);
-                if (c.startWebSocket(x)) break;
-                if (x.batchFull()) break;
-            },
-            else => break,
-        }
-    }
-    if (x.sending()) c.send_deadline_ms = c.worker.now_ms + c.worker.config.write_timeout_ms;
-}
-
-/// Returns true when a head is complete and the body phase has begun.
-fn processHead(c: *Connection, x: *Exchange) bool {
-    // Nothing after the last request (the usual end of a batch): nothing to parse, and the
-    // buffer has room or is compacted by `recvBuffer`.
-    if (x.head_start == x.recv_end) return false;
-    const bytes = x.recv[x.head_start..x.recv_end];
-    const progress = x.parser.feed(bytes) catch |err| {
-        c.fail(RequestParser.status(err), RequestParser.message(err));
-        return false;
-    };
-    switch (progress) {
-        .need_more => {
-            c.makeRoomForHead(x);
-            return false;
-        },
-        .complete => return c.startBody(x),
-    }
-}
-
-/// Ensures the receive buffer can take more of an incomplete head.
-fn makeRoomForHead(c: *Connection, x: *Exchange) void {
-    if (x.recv_end < x.recv.len) return;
-    if (x.head_start > 0) return; // recvBuffer compacts
-    if (x.recv.ptr != x.recv_small.ptr) {
-        c.fail(.request_header_fields_too_large, "request header section too large");
-        return;
-    }
-    const large = c.worker.acquireLarge() orelse {
-        c.fail(.service_unavailable, "too many large request heads in progress");
-        return;
-    };
-    x.moveTo(large);
-}
-
-/// Sets up body reception for the head just parsed. Returns false if the request failed.
-fn startBody(c: *Connection, x: *Exchange) bool {
-    const head = &x.parser.head;
-    const config = c.worker.config;
-    if (head.method == .CONNECT) {
-        c.fail(.not_implemented, "CONNECT is not supported");
-        return false;
-    }
-    x.body_start = x.head_start + head.len;
-    x.arena.beginRequest();
-    c.phase = .body;
-    // Without a body the request is complete now; `finishRequest` sets the next deadline.
-    if (head.framing != .none) c.read_deadline_ms = c.worker.now_ms + config.body_timeout_ms;
-    x.prepared = false;
-    const action: Worker.BodyAction = if (c.worker.dispatch.on_head) |on_head| blk: {
-        c.prepare(x, "");
-        const action = on_head(c.worker.dispatch.context, &x.request, &x.response) catch |err| {
-            c.hookFailed(x, err);
-            return false;
-        };
-        break :blk if (head.framing == .none) .buffer else action;
-    } else .buffer;
-    switch (action) {
-        .buffer => return c.startBufferedBody(x),
-        .stream => return c.startStreamedBody(x),
-        .reader => return c.startPulledBody(x),
-        .skip => {
-            // The handler answers without the body; the connection cannot be reused, and no
-            // 100 Continue invites the client to send it (RFC 9110 §10.1.1).
-            head.expect_continue = false;
-            head.keep_alive = false;
-            x.body = .none;
-            c.linger = true;
-            return true;
-        },
-    }
-}
-
-fn startBufferedBody(c: *Connection, x: *Exchange) bool {
-    const head = &x.parser.head;
-    const config = c.worker.config;
-    switch (head.framing) {
-        .none => assert(x.body == .none),
-        .content_length => |length| {
-            if (length > config.body_bytes_max) {
-                c.fail(.content_too_large, "request body too large");
-                return false;
-            }
-            if (x.body_start + length <= x.recv.len) {
-                x.body = .{ .in_place = .{ .end = @intCast(x.body_start + length) } };
-            } else {
-                const bytes = x.arena.allocator().alloc(u8, @intCast(length)) catch {
-                    c.fail(.service_unavailable, "server out of memory for request bodies");
-                    return false;
-                };
-                const have = x.recv_end - x.body_start;
-                @memcpy(bytes[0..have], x.recv[x.body_start..x.recv_end]);
-                x.recv_end = x.body_start;
-                x.body = .{ .buffer = .{ .bytes = bytes, .received = have } };
-            }
-        },
-        .chunked => x.body = .{ .chunked = c.chunkedState(x, false) },
-    }
-    return true;
-}
-
-fn startStreamedBody(c: *Connection, x: *Exchange) bool {
-    const head = &x.parser.head;
-    switch (head.framing) {
-        .none => x.body = .none,
-        .content_length => |length| {
-            if (length > c.worker.config.streamed_body_bytes_max) {
-                c.fail(.content_too_large, "request body too large");
-                return false;
-            }
-            if (x.body_start == x.recv.len) {
-                c.fail(.request_header_fields_too_large, "request head leaves no room for the body");
-                return false;
-            }
-            x.body = .{ .streamed_length = .{ .remaining = length } };
-        },
-        .chunked => x.body = .{ .chunked = c.chunkedState(x, true) },
-    }
-    return true;
-}
-
-/// Sets up a body the handler reads itself (`req.bodyReader()`); `handle` runs at once.
-fn startPulledBody(c: *Connection, x: *Exchange) bool {
-    const head = &x.parser.head;
-    const config = c.worker.config;
-    if (x.body_start == x.recv.len) {
-        c.fail(.request_header_fields_too_large, "request head leaves no room for the body");
-        return false;
-    }
-    x.body = .{
-        .pulled = .{
-            .raw_pos = x.body_start,
-            .framing = switch (head.framing) {
-                .none => unreachable, // startBody buffers bodies that are absent
-                .content_length => |length| blk: {
-                    if (length > config.streamed_body_bytes_max) {
-                        c.fail(.content_too_large, "request body too large");
-                        return false;
-                    }
-                    break :blk .{ .length = length };
-                },
-                .chunked => .{ .chunked = .init(.{
-                    .extension_bytes_max = config.chunk_extension_bytes_max,
-                    .trailer_bytes_max = config.trailer_bytes_max,
-                }) },
-            },
-        },
-    };
-    return true;
-}
-
-fn chunkedState(c: *Connection, x: *Exchange, stream: bool) Exchange.Chunked {
-    const config = c.worker.config;
-    return .{
-        .decoder = .init(.{
-            .extension_bytes_max = config.chunk_extension_bytes_max,
-            .trailer_bytes_max = config.trailer_bytes_max,
-        }),
-        .body_end = x.body_start,
-        .raw_pos = x.body_start,
-        .stream = stream,
+/// Whether the connection holds buffers or a WebSocket (a `worker_pool` connection then keeps
+/// its worker while it waits).
+pub fn holdsState(c: *const Connection) bool {
+    return switch (c.protocol) {
+        inline else => |*session| session.holdsState(),
     };
 }
 
-/// Builds the request view and an empty response for the current head and `body`.
-fn prepare(c: *Connection, x: *Exchange, body: []const u8) void {
-    // A copy the request cannot alias: its fields then move without a detour over the stack.
-    const head = x.parser.head;
-    x.request = .init(&head, body, x.arena.allocator());
-    x.request.worker_index = c.worker.index;
-    x.request.peer = if (c.peer) |peer| peer.* else null;
-    const free = x.out.len - x.out_len;
-    const body_buffer = if (free >= Exchange.head_reserve + 256)
-        x.out[x.out_len + Exchange.head_reserve ..]
-    else
-        x.out[x.out.len..];
-    const stream: ?Response.Stream = if (c.sink != null)
-        .{ .context = c, .sendChunk = sendChunk }
-    else
-        null;
-    if (x.response_ready) {
-        x.response.reset(.{
-            .body_buffer = body_buffer,
-            .discard_body = head.method == .HEAD,
-            .stream = stream,
-        });
-    } else {
-        x.response = .init(.{
-            .arena = x.arena.allocator(),
-            .header_storage = x.response_header_storage,
-            .body_buffer = body_buffer,
-            .body_bytes_max = c.worker.config.response_body_bytes_max,
-            .discard_body = head.method == .HEAD,
-            .stream = stream,
-        });
-        x.response_ready = true;
-    }
-    x.prepared = true;
-}
-
-/// An `onHead` or `onBody` hook failed: send the error response it prepared (status >= 400),
-/// or a 500; either way the rest of the body is not read, so the connection closes.
-fn hookFailed(c: *Connection, x: *Exchange, err: anyerror) void {
-    const res = &x.response;
-    x.body = .none;
-    x.parser.head.expect_continue = false;
-    if (res.status.code() >= 400 and res.status.valid() and res.failure == null) {
-        log.debug("request hook ended the request on {s}: {t}", .{ x.request.path, err });
-        x.parser.head.keep_alive = false; // the rest of the body is never read
-        c.linger = true;
-        c.finishResponse(x);
-        c.finishRequest(x);
-        return;
-    }
-    c.handlerFailed(x, err);
-}
-
-/// Hands a piece of a streamed body to the handler's `onBody`. Returns false when the hook
-/// failed (the request is then answered and the connection closes).
-fn deliver(c: *Connection, x: *Exchange, chunk: []const u8) bool {
-    if (chunk.len == 0) return true;
-    const on_body = c.worker.dispatch.on_body.?;
-    on_body(c.worker.dispatch.context, &x.request, &x.response, chunk) catch |err| {
-        c.hookFailed(x, err);
-        return false;
+/// Whether a pool thread is running a handler for this connection (it must not be freed).
+pub fn handling(c: *const Connection) bool {
+    return switch (c.protocol) {
+        inline else => |*session| session.handling(),
     };
-    return true;
-}
-
-/// Receives the body; returns true when it is complete.
-fn processBody(c: *Connection, x: *Exchange) bool {
-    const complete = switch (x.body) {
-        .none => true,
-        .in_place => |b| x.recv_end >= b.end,
-        .buffer => |b| b.received == b.bytes.len,
-        .streamed_length => |*b| c.streamLength(x, b) catch return false,
-        .chunked => |*chunked| c.decodeChunked(x, chunked) catch return false,
-        // The handler reads it (and asks for 100 Continue) as it runs.
-        .pulled => true,
-    };
-    if (!complete and x.parser.head.expect_continue) {
-        // RFC 9110 §10.1.1: the client waits for this before sending the body. Sent once,
-        // and only when the body is acceptable (limits were checked in startBody).
-        x.parser.head.expect_continue = false;
-        const interim = "HTTP/1.1 100 Continue\r\n\r\n";
-        if (x.reserveOut(interim.len)) |slice| {
-            @memcpy(slice, interim);
-            x.appendIovec(slice);
-        }
-    }
-    return complete;
-}
-
-/// Delivers what arrived of a streamed Content-Length body; returns whether it is complete.
-fn streamLength(c: *Connection, x: *Exchange, body: *@FieldType(Exchange.Body, "streamed_length")) error{Failed}!bool {
-    const available = x.recv_end - x.body_start;
-    const take: u32 = @intCast(@min(available, body.remaining));
-    if (!c.deliver(x, x.recv[x.body_start..][0..take])) return error.Failed;
-    body.remaining -= take;
-    if (body.remaining == 0) {
-        body.next_start = x.body_start + take;
-        return true;
-    }
-    x.recv_end = x.body_start; // all consumed: the next read reuses the space
-    return false;
-}
-
-/// Decodes what arrived of a chunked body, keeping decoded bytes in place. Returns whether the
-/// body is complete; fails the request (and returns an error) on bad framing or size.
-fn decodeChunked(c: *Connection, x: *Exchange, chunked: *Exchange.Chunked) error{Failed}!bool {
-    const config = c.worker.config;
-    const limit = if (chunked.stream) config.streamed_body_bytes_max else config.body_bytes_max;
-    while (chunked.raw_pos < x.recv_end and !chunked.decoder.done()) {
-        const output = chunked.decoder.feed(x.recv[chunked.raw_pos..x.recv_end]) catch |err| {
-            c.fail(.bad_request, ChunkedDecoder.message(err));
-            return error.Failed;
-        };
-        chunked.decoded_len += output.data.len;
-        // A chunk announcing more than the limit allows is refused at its size line, not
-        // after its bytes arrive. Digits only raise a size, so a partial one counts too.
-        if (chunked.decoded_len > limit or chunked.decoder.chunk_remaining > limit - chunked.decoded_len) {
-            c.fail(.content_too_large, "request body too large");
-            return error.Failed;
-        }
-        if (output.data.len > 0) {
-            // Data moves down over the framing before it; both lie in recv.
-            const dest = x.recv[chunked.body_end..][0..output.data.len];
-            std.mem.copyForwards(u8, dest, output.data);
-            chunked.body_end += @intCast(output.data.len);
-        }
-        chunked.raw_pos += @intCast(output.consumed);
-    }
-    if (chunked.stream) {
-        if (!c.deliver(x, x.recv[x.body_start..chunked.body_end])) return error.Failed;
-        chunked.body_end = x.body_start;
-    }
-    if (chunked.decoder.done()) return true;
-    // Everything received is decoded: the raw area collapses onto the decoded bytes.
-    x.recv_end = chunked.body_end;
-    chunked.raw_pos = chunked.body_end;
-    if (x.recv_end < x.recv.len) return false;
-    // The buffer is full of decoded body: move it to the arena and reuse the space.
-    const decoded = x.recv[x.body_start..chunked.body_end];
-    if (decoded.len == 0) {
-        c.fail(.request_header_fields_too_large, "request head leaves no room for the body");
-        return error.Failed;
-    }
-    chunked.spill.appendSlice(x.arena.allocator(), decoded) catch {
-        c.fail(.service_unavailable, "server out of memory for request bodies");
-        return error.Failed;
-    };
-    chunked.body_end = x.body_start;
-    chunked.raw_pos = x.body_start;
-    x.recv_end = x.body_start;
-    return false;
-}
-
-/// The complete body of the current request, and where the next request starts.
-fn takeBody(c: *Connection, x: *Exchange) error{Failed}!struct { bytes: []const u8, next_start: u32 } {
-    return switch (x.body) {
-        .none => .{ .bytes = "", .next_start = x.body_start },
-        .streamed_length => |b| .{ .bytes = "", .next_start = b.next_start },
-        .pulled => |p| .{ .bytes = "", .next_start = p.raw_pos },
-        .in_place => |b| .{ .bytes = x.recv[x.body_start..b.end], .next_start = b.end },
-        .buffer => |b| .{ .bytes = b.bytes, .next_start = x.recv_end },
-        .chunked => |*chunked| blk: {
-            const in_place = x.recv[x.body_start..chunked.body_end];
-            if (chunked.spill.items.len == 0)
-                break :blk .{ .bytes = in_place, .next_start = chunked.raw_pos };
-            chunked.spill.appendSlice(x.arena.allocator(), in_place) catch {
-                c.fail(.service_unavailable, "server out of memory for request bodies");
-                return error.Failed;
-            };
-            break :blk .{ .bytes = chunked.spill.items, .next_start = chunked.raw_pos };
-        },
-    };
-}
-
-/// Calls the handler for the complete request and adds its response to the batch.
-fn dispatch(c: *Connection, x: *Exchange) void {
-    const body = c.takeBody(x) catch return;
-    if (x.prepared) {
-        x.request.body_bytes = body.bytes;
-    } else {
-        @call(.always_inline, prepare, .{ c, x, body.bytes });
-    }
-    const pulled = x.body == .pulled;
-    if (pulled) c.preparePull(x);
-    if (c.worker.handler_pool) |pool| if (c.sink == null and (pulled or c.mayBlock(x))) {
-        c.phase = .handling;
-        x.handler_done = false;
-        x.handler_error = null;
-        x.client_gone = false;
-        pool.submit(c) catch {
-            c.phase = .body;
-            c.fail(.service_unavailable, "all handler threads are busy");
-        };
-        return;
-    };
-    // On an event loop without the pool, `bodyReader()` says it cannot wait for the body.
-    if (pulled and c.sink == null) x.request.body_source = .unavailable;
-    const result = c.worker.dispatch.handle(c.worker.dispatch.context, &x.request, &x.response);
-    c.handlerReturned(x, result);
-}
-
-/// Whether the handler may block on this request (it then runs on the handler pool).
-fn mayBlock(c: *const Connection, x: *const Exchange) bool {
-    const may_block = c.worker.dispatch.may_block orelse return true;
-    return may_block(c.worker.dispatch.context, &x.request);
-}
-
-fn handlerReturned(c: *Connection, x: *Exchange, result: anyerror!void) void {
-    const res = &x.response;
-    if (x.body == .pulled and c.endPull(x, result)) return;
-    result catch |err| return c.handlerFailed(x, err);
-    if (res.failure) |err| return c.handlerFailed(x, err);
-    // A status line holds three digits, 100-599: anything else is the handler's bug.
-    if (!res.status.valid()) return c.handlerFailed(x, error.InvalidStatus);
-    if (res.status.code() < 200 and res.websocket_upgrade == null) return c.handlerFailed(x, error.InterimStatusFromHandler);
-    c.finishResponse(x);
-}
-
-/// Runs the handler for the current request; called on a handler pool thread, which owns the
-/// exchange until it posts the completion.
-pub fn runHandlerOnPool(c: *Connection) void {
-    const x = c.exchange.?;
-    assert(c.phase == .handling);
-    x.pool_sink = .{ .context = c, .writeAll = poolWriteAll, .read = poolRead };
-    c.sink = &x.pool_sink;
-    x.response.stream = .{ .context = c, .sendChunk = sendChunk };
-    c.worker.dispatch.handle(c.worker.dispatch.context, &x.request, &x.response) catch |err| {
-        x.handler_error = err;
-    };
-    c.sink = null;
-    x.response.stream = null;
-    x.handler_done = true;
-    c.worker.postCompletion(c);
 }
 
 /// The worker's completion event fired for this connection: a streamed chunk to send (then
 /// `next()` says so), or the handler is done.
 pub fn onPoolEvent(c: *Connection) void {
-    assert(c.phase == .handling);
-    const x = c.exchange.?;
-    if (!x.handler_done) return; // a chunk to send: next() returns it
-    x.handler_done = false;
-    c.phase = .body;
-    if (x.client_gone) {
-        c.phase = .closed;
-        return;
-    }
-    const result: anyerror!void = if (x.handler_error) |err| err else {};
-    c.handlerReturned(x, result);
-    c.finishRequest(x);
-    if (c.startWebSocket(x)) {
-        c.armSendDeadline(x);
-        return;
-    }
-    if (!x.batchFull() and !c.close_after_send) c.process();
-    if (x.sending()) c.send_deadline_ms = c.worker.now_ms + c.worker.config.write_timeout_ms;
-}
-
-/// Connection.Sink for pool threads: hands the iovecs to the engine and waits until they are
-/// written (or the client is gone).
-fn poolWriteAll(context: *anyopaque, iovecs: []const posix.iovec_const) error{ClientGone}!void {
-    const c: *Connection = @ptrCast(@alignCast(context));
-    const x = c.exchange.?;
-    var rest = iovecs;
-    while (rest.len > 0) {
-        const count = @min(rest.len, x.external.len);
-        @memcpy(x.external[0..count], rest[0..count]);
-        rest = rest[count..];
-        x.external_index = 0;
-        x.external_count = @intCast(count);
-        x.external_state.store(@backingInt(Exchange.ExternalState.pending), .release);
-        c.worker.postCompletion(c);
-        while (true) {
-            const state = x.external_state.load(.acquire);
-            if (state != @backingInt(Exchange.ExternalState.pending)) break;
-            _ = std.os.linux.futex_4arg(&x.external_state.raw, .{ .cmd = .WAIT, .private = true }, state, null);
-        }
-        if (x.external_state.load(.acquire) == @backingInt(Exchange.ExternalState.failed)) return error.ClientGone;
+    switch (c.protocol) {
+        inline else => |*session| session.onPoolEvent(),
     }
 }
 
-/// Connects `req.bodyReader()` to this connection for a pulled body.
-fn preparePull(c: *Connection, x: *Exchange) void {
-    x.body_reader = .{
-        .stream = .{ .interface = .{ .vtable = &BodyReader.vtable, .buffer = &.{}, .seek = 0, .end = 0 } },
-        .connection = c,
+/// Runs the handler for the current request; called on a handler pool thread, which owns the
+/// connection's request state until it posts the completion.
+pub fn runHandlerOnPool(c: *Connection) void {
+    switch (c.protocol) {
+        inline else => |*session| session.runHandlerOnPool(),
+    }
+}
+
+/// The link in the worker's list of connections the handler pool posted.
+pub fn completionLink(c: *Connection) *Exchange.CompletionLink {
+    return switch (c.protocol) {
+        inline else => |*session| session.completionLink(),
     };
-    x.pull_timed_out = false;
-    x.request.body_source = .{ .stream = &x.body_reader.stream };
-}
-
-/// Decodes up to `dest.len` body bytes into `dest`, receiving through the sink as needed;
-/// called on the handler's thread. `error.EndOfStream` once the body is complete.
-fn pull(c: *Connection, dest: []u8) error{ ReadFailed, EndOfStream }!usize {
-    const x = c.exchange.?;
-    const p = &x.body.pulled;
-    const stream = &x.body_reader.stream;
-    if (stream.failure != null) return error.ReadFailed;
-    if (dest.len == 0) return if (p.done) error.EndOfStream else 0;
-    while (!p.done) {
-        const n = c.decodePulled(x, p, dest) catch return error.ReadFailed;
-        if (n > 0) return n;
-        if (p.done) break;
-        c.receivePulled(x, p) catch return error.ReadFailed;
-    }
-    return error.EndOfStream;
-}
-
-/// Decodes received bytes into `dest` without receiving more; returns how many it decoded.
-fn decodePulled(c: *Connection, x: *Exchange, p: *Exchange.Pulled, dest: []u8) error{Failed}!usize {
-    switch (p.framing) {
-        .length => |*remaining| {
-            const available = x.recv_end - p.raw_pos;
-            const take: u32 = @intCast(@min(available, remaining.*, dest.len));
-            @memcpy(dest[0..take], x.recv[p.raw_pos..][0..take]);
-            p.raw_pos += take;
-            remaining.* -= take;
-            p.decoded_len += take;
-            if (remaining.* == 0) p.done = true;
-            return take;
-        },
-        .chunked => |*decoder| {
-            const limit = c.worker.config.streamed_body_bytes_max;
-            var produced: usize = 0;
-            while (p.raw_pos < x.recv_end and !decoder.done() and produced < dest.len) {
-                // Feeding no more than the room left keeps every data span within `dest`.
-                const end = @min(x.recv_end, p.raw_pos + (dest.len - produced));
-                const output = decoder.feed(x.recv[p.raw_pos..end]) catch |err| {
-                    p.failure_message = ChunkedDecoder.message(err);
-                    return c.pullFailed(x, .malformed);
-                };
-                @memcpy(dest[produced..][0..output.data.len], output.data);
-                produced += output.data.len;
-                p.raw_pos += @intCast(output.consumed);
-                p.decoded_len += output.data.len;
-                if (p.decoded_len > limit) return c.pullFailed(x, .too_large);
-            }
-            if (decoder.done()) p.done = true;
-            return produced;
-        },
-    }
-}
-
-/// Receives more raw body bytes through the sink (after the 100 Continue the client may
-/// be waiting for). Asserts every received byte has been decoded.
-fn receivePulled(c: *Connection, x: *Exchange, p: *Exchange.Pulled) error{Failed}!void {
-    assert(p.raw_pos == x.recv_end);
-    if (x.parser.head.expect_continue) {
-        // RFC 9110 §10.1.1: sent once, when the handler first wants the body.
-        x.parser.head.expect_continue = false;
-        c.sendContinue(x) catch return c.pullFailed(x, .client_gone);
-    }
-    // Everything received is decoded: reuse the space.
-    p.raw_pos = x.body_start;
-    x.recv_end = x.body_start;
-    const sink = c.sink.?;
-    const n = sink.read(sink.context, x.recv[x.recv_end..], c.read_deadline_ms) catch |err| switch (err) {
-        error.ClientGone => return c.pullFailed(x, .client_gone),
-        error.Timeout => return c.pullFailed(x, .timeout),
-    };
-    assert(n > 0 and n <= x.recv.len - x.recv_end);
-    x.recv_end += @intCast(n);
-}
-
-/// Sends `100 Continue` through the sink, after earlier pipelined responses.
-fn sendContinue(c: *Connection, x: *Exchange) error{ClientGone}!void {
-    try c.sendEarlier(x);
-    const interim = "HTTP/1.1 100 Continue\r\n\r\n";
-    const sink = c.sink.?;
-    try sink.writeAll(sink.context, &.{iovec(interim)});
-}
-
-fn pullFailed(c: *Connection, x: *Exchange, failure: Request.BodyReadFailure) error{Failed} {
-    _ = c;
-    x.body_reader.stream.failure = failure;
-    return error.Failed;
-}
-
-/// After a handler that pulled its body returned: skips what it left unread if that has all
-/// arrived, else marks the connection for closing (after a lingering close, so the response
-/// is not lost to a reset). A read failure the handler passed on is answered with its own
-/// status. Returns true when the request was answered here.
-fn endPull(c: *Connection, x: *Exchange, result: anyerror!void) bool {
-    const p = &x.body.pulled;
-    const failure = x.body_reader.stream.failure;
-    if (failure == null) {
-        var scratch: [1024]u8 = undefined;
-        while (!p.done) {
-            const n = c.decodePulled(x, p, &scratch) catch break;
-            if (n == 0) break;
-        }
-    }
-    if (p.done) return false;
-    x.parser.head.keep_alive = false;
-    c.linger = true;
-    const why = x.body_reader.stream.failure orelse return false;
-    _ = result catch |err| {
-        if (x.response.streaming) return false; // the head is out: handlerFailed closes
-        log.debug("{s} {s}: body read failed ({t}), handler returned {t}", .{ x.request.method.name(), x.request.path, why, err });
-        switch (why) {
-            .client_gone => {
-                c.linger = false;
-                c.close_after_send = true;
-            },
-            .too_large => c.fail(.content_too_large, "request body too large"),
-            .timeout => c.fail(.request_timeout, "request body not received in time"),
-            .malformed => c.fail(.bad_request, p.failure_message),
-        }
-        return true;
-    };
-    return false;
-}
-
-/// Connection.Sink (read side) for pool threads: asks the engine to receive into `buffer` and waits
-/// until it has (or the client is gone, or `body_timeout_ms` passed: the engine's deadline).
-fn poolRead(context: *anyopaque, buffer: []u8, deadline_ms: u64) error{ ClientGone, Timeout }!usize {
-    _ = deadline_ms; // the engine applies `read_deadline_ms` (see `deadline`)
-    const c: *Connection = @ptrCast(@alignCast(context));
-    const x = c.exchange.?;
-    x.pull_buffer = buffer;
-    x.pull_received = 0;
-    x.external_state.store(@backingInt(Exchange.ExternalState.read_pending), .release);
-    c.worker.postCompletion(c);
-    while (true) {
-        const state = x.external_state.load(.acquire);
-        if (state != @backingInt(Exchange.ExternalState.read_pending)) break;
-        _ = std.os.linux.futex_4arg(&x.external_state.raw, .{ .cmd = .WAIT, .private = true }, state, null);
-    }
-    if (x.externalState() == .failed) return if (x.pull_timed_out) error.Timeout else error.ClientGone;
-    return x.pull_received;
-}
-
-/// The engine received `n` bytes (0: the client closed) for a pool thread's `poolRead` (or
-/// into `discard`, see `recvBuffer`).
-fn pulledForPool(c: *Connection, x: *Exchange, n: usize) void {
-    if (x.externalState() != .read_pending) {
-        if (n == 0) x.client_gone = true;
-        return;
-    }
-    if (n == 0) {
-        x.client_gone = true;
-        return c.finishExternal(x, .failed);
-    }
-    x.pull_received = n;
-    c.finishExternal(x, .sent);
-}
-
-fn externalSent(c: *Connection, x: *Exchange, n: usize) void {
-    var left = n;
-    while (left > 0) {
-        const iov = &x.external[x.external_index];
-        if (left < iov.len) {
-            iov.base += left;
-            iov.len -= left;
-            return;
-        }
-        left -= iov.len;
-        x.external_index += 1;
-    }
-    if (x.external_index == x.external_count) c.finishExternal(x, .sent);
-}
-
-fn finishExternal(c: *Connection, x: *Exchange, state: Exchange.ExternalState) void {
-    _ = c;
-    x.external_index = 0;
-    x.external_count = 0;
-    x.external_state.store(@backingInt(state), .release);
-    _ = std.os.linux.futex_3arg(&x.external_state.raw, .{ .cmd = .WAKE, .private = true }, 1);
-}
-
-fn handlerFailed(c: *Connection, x: *Exchange, err: anyerror) void {
-    // Bad input the handler refused (`ClientError`) is the client's fault: its 4xx, not 500.
-    const reply = client_error.answer(err);
-    if (err == error.OutOfMemory and x.arena.request_limit_hit) {
-        log.warn("handler failed on {s} {s}: its arena reached arena_request_bytes_max ({d} bytes)", .{
-            x.request.method.name(), x.request.path, c.worker.config.arena_request_bytes_max,
-        });
-    } else if (reply == null) {
-        log.warn("handler failed on {s} {s}: {t}", .{ x.request.method.name(), x.request.path, err });
-    } else {
-        log.debug("handler refused {s} {s}: {t}", .{ x.request.method.name(), x.request.path, err });
-    }
-    if (x.response.streaming) {
-        // The head is out; the only honest signal left is an incomplete body.
-        c.close_after_send = true;
-        return;
-    }
-    if (reply) |r| {
-        var buffer: [client_error.reason_bytes_max]u8 = undefined;
-        const parameter = x.request.fault.nameFor(err) orelse return c.fail(r.status, r.reason);
-        return c.fail(r.status, client_error.reasonNaming(&buffer, r, parameter));
-    }
-    c.fail(.internal_server_error, "the handler failed");
-}
-
-/// Whether the connection stays open after the current response (RFC 9112 §9.3, §9.6).
-fn keepAlive(c: *const Connection, x: *const Exchange) bool {
-    const draining = @atomicLoad(bool, &c.worker.draining, .monotonic); // also read on pool threads
-    return x.parser.head.keep_alive and x.response.keep_alive and !draining and
-        c.requests_served + 1 < c.worker.config.requests_per_connection_max;
-}
-
-fn connectionField(c: *const Connection, x: *const Exchange, keep: bool) ResponseHead.Connection {
-    _ = c;
-    if (!keep) return .close;
-    return if (x.parser.head.version == .http10) .keep_alive else .default;
-}
-
-/// Writes the head of the handler's response and adds head and body to the batch.
-fn finishResponse(c: *Connection, x: *Exchange) void {
-    const res = &x.response;
-    if (res.websocket_upgrade) |options| return c.finishUpgrade(x, options);
-    const keep = c.keepAlive(x);
-    if (!keep) c.close_after_send = true;
-    if (res.streaming) return c.finishStream(x);
-    const no_content = res.status.forbidsContent();
-    const send_body = !no_content and !res.discard_body;
-    const head: ResponseHead = .{
-        .status = res.status,
-        .date_line = c.worker.date.line(),
-        .content_type = res.content_type,
-        .framing = if (no_content) .none else .{ .length = res.contentLength() },
-        .connection = c.connectionField(x, keep),
-        .headers = res.headers(),
-    };
-    const head_len = head.len();
-    switch (res.body) {
-        .buffered => {
-            const body = res.bufferedBody();
-            const reserved = x.out[x.out_len..];
-            const in_out = body.len > 0 and body.ptr == reserved.ptr + Exchange.head_reserve;
-            if ((in_out or body.len == 0) and head_len <= Exchange.head_reserve and
-                reserved.len >= head_len)
-            {
-                // Head goes in front of the body, which slides down to meet it: one iovec.
-                const written = head.write(reserved);
-                const body_len = if (send_body) body.len else 0;
-                std.mem.copyForwards(u8, reserved[written.len..][0..body_len], body[0..body_len]);
-                x.out_len += written.len + body_len;
-                x.appendIovec(reserved[0 .. written.len + body_len]);
-            } else {
-                c.appendHead(x, &head) catch return;
-                if (send_body) x.appendIovec(body);
-            }
-        },
-        .bytes => |bytes| {
-            const body_len = if (send_body) bytes.len else 0;
-            if (body_len <= Exchange.copy_body_max) {
-                // Small bodies are copied behind the head: pipelined responses then stay one
-                // contiguous run, one iovec for the whole batch.
-                if (x.reserveOut(head_len + body_len)) |out| {
-                    _ = @call(.always_inline, ResponseHead.write, .{ &head, out });
-                    byte_copy.short(out[head_len..].ptr, bytes[0..body_len]);
-                    x.appendIovec(out);
-                    return;
-                }
-            }
-            c.appendHead(x, &head) catch return;
-            x.appendIovec(bytes[0..body_len]);
-        },
-        .file => |file| {
-            c.appendHead(x, &head) catch return;
-            if (send_body and file.len > 0) {
-                x.file = file;
-            } else if (file.close_when_done) closeFile(file.fd);
-        },
-    }
-}
-
-/// After a request whose handler accepted a WebSocket upgrade: switches the connection to
-/// the WebSocket protocol (the 101 is in the batch; from here on, bytes are frames). Returns
-/// whether it did.
-fn startWebSocket(c: *Connection, x: *Exchange) bool {
-    const session = c.websocket orelse return false;
-    if (c.close_after_send) return false; // the 101 could not be written; deinit gives it back
-    c.phase = .websocket;
-    session.open(c, x);
-    return true;
-}
-
-/// Answers an upgrade the handler accepted with 101 and prepares the WebSocket session
-/// (RFC 6455 §4.2.2); it starts once the request is finished.
-fn finishUpgrade(c: *Connection, x: *Exchange, options: @import("websocket.zig").UpgradeOptions) void {
-    const res = &x.response;
-    const session = Session.accept(c.worker, &x.request, res, options) catch |err| switch (err) {
-        error.NoCallbacks => {
-            log.warn("upgradeWebSocket called, but the handler declares no WebSocket callbacks", .{});
-            return c.fail(.internal_server_error, "the handler does not speak WebSocket");
-        },
-        error.Draining => return c.fail(.service_unavailable, "the server is shutting down"),
-        error.Unavailable => return c.fail(.service_unavailable, "too many WebSocket connections"),
-        error.HeaderFailed => return c.fail(.internal_server_error, "the handshake response could not be built"),
-    };
-    const head: ResponseHead = .{
-        .status = .switching_protocols,
-        .date_line = c.worker.date.line(),
-        .framing = .none,
-        .connection = .upgrade,
-        .headers = res.headers(),
-    };
-    // Held even if the head cannot be written: `deinit` gives it back.
-    c.websocket = session;
-    c.appendHead(x, &head) catch return;
-}
-
-/// Writes `head` into the send buffer (or the arena when it is full) and adds it to the batch.
-fn appendHead(c: *Connection, x: *Exchange, head: *const ResponseHead) error{Failed}!void {
-    const len = head.len();
-    const buffer = x.reserveOut(len) orelse x.arena.allocator().alloc(u8, len) catch {
-        c.close_after_send = true;
-        c.phase = .closed;
-        return error.Failed;
-    };
-    x.appendIovec(head.write(buffer));
-}
-
-/// Ends a streamed response: the rest of the body as a chunk, then the last chunk.
-fn finishStream(c: *Connection, x: *Exchange) void {
-    const res = &x.response;
-    const rest = res.bufferedBody();
-    if (x.parser.head.version == .http10) {
-        // HTTP/1.0 has no chunked coding: the body ends when the connection does.
-        const copy = x.arena.allocator().dupe(u8, rest) catch return c.abort();
-        x.appendIovec(copy);
-        c.close_after_send = true;
-        return;
-    }
-    var size_line: [20]u8 = undefined;
-    const size = chunkSizeLine(&size_line, rest.len);
-    const framing_len = size.len + rest.len + 2 + "0\r\n\r\n".len;
-    const out = x.reserveOut(framing_len) orelse x.arena.allocator().alloc(u8, framing_len) catch
-        return c.abort();
-    var i: usize = 0;
-    if (rest.len > 0) {
-        @memcpy(out[i..][0..size.len], size);
-        i += size.len;
-        // `rest` may sit further along in the same buffer (the reserve in front of it).
-        std.mem.copyForwards(u8, out[i..][0..rest.len], rest);
-        i += rest.len;
-        @memcpy(out[i..][0..2], "\r\n");
-        i += 2;
-    }
-    @memcpy(out[i..][0..5], "0\r\n\r\n");
-    i += 5;
-    x.appendIovec(out[0..i]);
-}
-
-fn chunkSizeLine(buffer: *[20]u8, len: usize) []const u8 {
-    return std.mem.print(buffer, "{x}\r\n", .{len}) catch unreachable;
-}
-
-fn abort(c: *Connection) void {
-    c.close_after_send = true;
-    c.phase = .closed;
-}
-
-/// Response.Stream implementation: send earlier responses, the head once, then a chunk.
-fn sendChunk(context: *anyopaque, res: *Response, parts: []const []const u8) error{ClientGone}!void {
-    const c: *Connection = @ptrCast(@alignCast(context));
-    const sink = c.sink.?;
-    const x = c.exchange.?;
-    try c.sendEarlier(x);
-    var iovecs: [12]posix.iovec_const = undefined;
-    var n: usize = 0;
-    const http10 = x.parser.head.version == .http10;
-    if (!res.streaming) {
-        if (!res.status.valid()) {
-            // No head can carry it; `handlerReturned` answers 500 once the handler returns.
-            if (res.failure == null) res.failure = error.InvalidStatus;
-            return error.ClientGone;
-        }
-        const keep = !http10 and c.keepAlive(x);
-        const head: ResponseHead = .{
-            .status = res.status,
-            .date_line = c.worker.date.line(),
-            .content_type = res.content_type,
-            .framing = if (http10) .none else .chunked,
-            .connection = if (keep) .default else .close,
-            .headers = res.headers(),
-        };
-        const buffer = x.arena.allocator().alloc(u8, head.len()) catch return error.ClientGone;
-        iovecs[n] = iovec(head.write(buffer));
-        n += 1;
-        res.streaming = true;
-        if (!keep) c.close_after_send = true;
-    }
-    var total: usize = 0;
-    for (parts) |part| total += part.len;
-    var size_line: [20]u8 = undefined;
-    if (!http10) {
-        iovecs[n] = iovec(chunkSizeLine(&size_line, total));
-        n += 1;
-    }
-    for (parts) |part| {
-        iovecs[n] = iovec(part);
-        n += 1;
-    }
-    if (!http10) {
-        iovecs[n] = iovec("\r\n");
-        n += 1;
-    }
-    try sink.writeAll(sink.context, iovecs[0..n]);
-}
-
-/// Sends, through the sink, the responses of earlier pipelined requests still in the batch:
-/// they must precede anything the current handler sends while it runs.
-fn sendEarlier(c: *Connection, x: *Exchange) error{ClientGone}!void {
-    const sink = c.sink.?;
-    assert(x.file == null);
-    if (x.iovec_index < x.iovec_count) {
-        try sink.writeAll(sink.context, x.iovecs[x.iovec_index..x.iovec_count]);
-        x.iovec_index = x.iovec_count;
-    }
-}
-
-fn iovec(bytes: []const u8) posix.iovec_const {
-    return .{ .base = bytes.ptr, .len = bytes.len };
-}
-
-/// Moves on to the next request after a response was added to the batch.
-fn finishRequest(c: *Connection, x: *Exchange) void {
-    const next_start = switch (x.body) {
-        .none => x.body_start,
-        .streamed_length => |b| b.next_start,
-        .in_place => |b| b.end,
-        .buffer => x.recv_end,
-        .chunked => |chunked| chunked.raw_pos,
-        .pulled => |p| p.raw_pos,
-    };
-    x.head_start = next_start;
-    if (x.body != .none) x.body = .none; // the tag alone: the payload is large
-    x.parser.reset();
-    c.requests_served += 1;
-    c.worker.requests_total += 1;
-    c.phase = .head;
-    c.read_deadline_ms = c.worker.now_ms + c.worker.config.header_timeout_ms;
-}
-
-/// Answers with an error status and closes (see README.md, Limits).
-fn fail(c: *Connection, status: http.Status, message: []const u8) void {
-    const x = c.exchange.?;
-    c.close_after_send = true;
-    c.linger = true;
-    x.body = .none;
-    var body_buffer: [160]u8 = undefined;
-    const body = std.mem.print(&body_buffer, "{d} {s}: {s}\n", .{ status.code(), status.phrase(), message }) catch
-        unreachable; // messages are short literals
-    const head: ResponseHead = .{
-        .status = status,
-        .date_line = c.worker.date.line(),
-        .content_type = "text/plain; charset=utf-8",
-        .framing = .{ .length = body.len },
-        .connection = .close,
-    };
-    const len = head.len() + body.len;
-    const out = x.reserveOut(len) orelse x.arena.allocator().alloc(u8, len) catch return c.abort();
-    const written = head.write(out);
-    @memcpy(out[written.len..][0..body.len], body);
-    // A file body would have ended the batch, so there is room for one more iovec.
-    x.appendIovec(out[0..len]);
-    c.send_deadline_ms = c.worker.now_ms + c.worker.config.write_timeout_ms;
-}
-
-/// Called when the batch has been sent: continue with pipelined requests, go idle, or close.
-fn batchSent(c: *Connection) void {
-    const x = c.exchange.?;
-    x.clearBatch();
-    if (c.close_after_send) {
-        c.phase = if (c.linger) .shutdown else .closed;
-        return;
-    }
-    switch (c.phase) {
-        .head => {
-            // Nothing of a finished request is referenced any more.
-            x.arena.reset();
-            if (x.head_start < x.recv_end) {
-                c.process();
-            } else {
-                c.releaseIfIdle();
-            }
-        },
-        .body => {}, // a 100 Continue went out; the body comes next
-        .websocket => c.websocket.?.onBatchSent(x),
-        else => unreachable,
-    }
-}
-
-fn closeFile(fd: posix.fd_t) void {
-    _ = std.os.linux.close(fd);
 }
 
 test {
-    _ = @import("connection_test.zig");
+    _ = @import("Handoff.zig");
     _ = @import("testing/bytes.zig");
+    _ = Http1;
 }

@@ -12,6 +12,7 @@ const Response = @import("Response.zig");
 const RequestParser = @import("http1/RequestParser.zig");
 const ChunkedDecoder = @import("http1/ChunkedDecoder.zig");
 const Connection = @import("Connection.zig");
+const Handoff = @import("Handoff.zig");
 
 const Exchange = @This();
 
@@ -67,38 +68,19 @@ prepared: bool = false,
 response_ready: bool = false,
 
 // While the handler runs on a pool thread:
-/// The error `handle` returned, if any.
-handler_error: ?anyerror = null,
-/// Set by the pool thread when `handle` has returned.
-handler_done: bool = false,
-/// Link in the worker's completion list.
-next_completion: ?*Connection = null,
-/// Whether the connection is on the worker's completion list (under its mutex).
-completion_listed: bool = false,
-/// The client went away while the handler ran; close when it is done.
-client_gone: bool = false,
-/// A chunk the pool thread asked the engine to send (streaming), and its progress.
-external: [iovec_max]posix.iovec_const = undefined,
-external_count: u8 = 0,
-external_index: u8 = 0,
-/// Futex word the pool thread waits on: `ExternalState`.
-external_state: std.atomic.Value(u32) = .init(@backingInt(ExternalState.idle)),
-/// The sink the pool thread uses (streamed responses, pulled bodies).
-pool_sink: Connection.Sink = undefined,
-/// Where the engine puts bytes the pool thread asked for (`ExternalState.read_pending`),
-/// and how many it put there.
-pull_buffer: []u8 = &.{},
-pull_received: usize = 0,
-/// The body read the pool thread waited for timed out (`body_timeout_ms`).
-pull_timed_out: bool = false,
-/// Where a receive that completes after its read was given up lands (discarded).
-discard: [64]u8 = undefined,
+/// Link in the worker's list of connections the handler pool posted.
+completion: CompletionLink = .{},
+/// What the handler's thread and the loop hand each other.
+handoff: Handoff = .{},
 /// The reader behind `req.bodyReader()` for a pulled body.
-body_reader: Connection.BodyReader = undefined,
+body_reader: Handoff.BodyReader = undefined,
 
-/// Progress of a chunk handed from a pool thread to the engine (`pending` until `sent` or
-/// `failed`), or of a read it asked for (`read_pending` until `sent` or `failed`).
-pub const ExternalState = enum(u32) { idle, pending, sent, failed, read_pending };
+/// A connection's place in its worker's completion list (`Worker.postCompletion`).
+pub const CompletionLink = struct {
+    next: ?*Connection = null,
+    /// Whether the connection is on the list (under the worker's mutex).
+    listed: bool = false,
+};
 
 /// How a body is being received.
 pub const Body = union(enum) {
@@ -192,7 +174,6 @@ pub fn init(
     const headers_ptr: [*]http.Header = @ptrCast(@alignCast(headers_bytes.ptr));
     const header_storage = headers_ptr[0..layout.header_count];
     exchange.* = .{
-        .external_state = .init(@backingInt(ExternalState.idle)),
         .recv_small = recv,
         .recv = recv,
         .header_storage = header_storage,
@@ -202,11 +183,6 @@ pub fn init(
         .parser = .init(header_storage, limits),
     };
     exchange.arena.request_bytes_max = layout.arena_request_bytes_max -| layout.arena_bytes;
-}
-
-/// Where a chunk or read handed between a pool thread and the engine stands.
-pub fn externalState(exchange: *const Exchange) ExternalState {
-    return @fromBackingInt(exchange.external_state.load(.acquire));
 }
 
 /// Whether bytes of the batch remain to be sent.

@@ -3,7 +3,6 @@
 //! must live longer into `arena`, which lives until the response has been sent.
 const std = @import("std");
 const http = @import("http.zig");
-const RequestParser = @import("http1/RequestParser.zig");
 const handshake = @import("websocket/handshake.zig");
 const Arena = @import("Arena.zig");
 const percent = @import("percent.zig");
@@ -141,7 +140,7 @@ pub const BodyReaderError = error{
 pub const PathParam = struct { name: []const u8, value: []const u8 };
 
 /// Builds the request view of a parsed head and its body.
-pub fn init(head: *const RequestParser.Head, body_bytes: []const u8, arena: std.mem.Allocator) Request {
+pub fn init(head: *const http.RequestHead, body_bytes: []const u8, arena: std.mem.Allocator) Request {
     return .{
         .method = head.method,
         .target = head.target,
@@ -153,11 +152,8 @@ pub fn init(head: *const RequestParser.Head, body_bytes: []const u8, arena: std.
         .keep_alive = head.keep_alive,
         .upgrade = head.upgrade,
         .connection_upgrade = head.connection_upgrade,
-        .content_length = switch (head.framing) {
-            .content_length => |length| length,
-            .none, .chunked => null,
-        },
-        .chunked = head.framing == .chunked,
+        .content_length = head.content_length,
+        .chunked = head.chunked,
         .body_bytes = body_bytes,
         .arena = arena,
     };
@@ -427,7 +423,7 @@ test "Request.header: case-insensitive, first wins" {
         .{ .name = "X-Twice", .value = "1" },
         .{ .name = "x-twice", .value = "2" },
     };
-    var head: RequestParser.Head = .{ .headers = @constCast(&headers) };
+    var head: http.RequestHead = .{ .headers = @constCast(&headers) };
     head.host = "a";
     const req: Request = .init(&head, "", std.testing.allocator);
     try std.testing.expectEqualStrings("1", req.header("X-TWICE").?);
@@ -436,7 +432,7 @@ test "Request.header: case-insensitive, first wins" {
 }
 
 /// A request with `headers` and `body` for the tests below; memory from `arena`.
-fn testRequest(head: *RequestParser.Head, headers: []const http.Header, query_text: []const u8, body_text: []const u8, arena: std.mem.Allocator) Request {
+fn testRequest(head: *http.RequestHead, headers: []const http.Header, query_text: []const u8, body_text: []const u8, arena: std.mem.Allocator) Request {
     head.* = .{ .headers = @constCast(headers), .query = query_text };
     return .init(head, body_text, arena);
 }
@@ -444,7 +440,7 @@ fn testRequest(head: *RequestParser.Head, headers: []const http.Header, query_te
 test "Request.queryParam: decoded on request, names compared decoded" {
     var arena_state: std.heap.ArenaAllocator = .init(std.testing.allocator);
     defer arena_state.deinit();
-    var head: RequestParser.Head = undefined;
+    var head: http.RequestHead = undefined;
     var req = testRequest(&head, &.{}, "q=a+b%21&n%61me=x&n=-12&bad=%zz&big=99999999999", "", arena_state.allocator());
     try std.testing.expectEqualStrings("a b!", (try req.queryParam("q")).?);
     try std.testing.expectEqualStrings("x", (try req.queryParam("name")).?);
@@ -468,7 +464,7 @@ test "Request.queryParam: decoded on request, names compared decoded" {
 }
 
 test "Request.param: raw, decoded and as an integer" {
-    var head: RequestParser.Head = undefined;
+    var head: http.RequestHead = undefined;
     var req = testRequest(&head, &.{}, "", "", std.testing.failing_allocator);
     const params = [_]PathParam{ .{ .name = "id", .value = "42" }, .{ .name = "name", .value = "a%2Fb" } };
     req.params = &params;
@@ -487,14 +483,14 @@ test "Request.param: raw, decoded and as an integer" {
 test "Request.formData: urlencoded bodies only" {
     var arena_state: std.heap.ArenaAllocator = .init(std.testing.allocator);
     defer arena_state.deinit();
-    var head: RequestParser.Head = undefined;
+    var head: http.RequestHead = undefined;
     const form_headers = [_]http.Header{.{ .name = "Content-Type", .value = "application/x-www-form-urlencoded; charset=UTF-8" }};
     var req = testRequest(&head, &form_headers, "", "title=Hello+world&tags=a%2Cb", arena_state.allocator());
     const form = try req.formData();
     try std.testing.expectEqualStrings("Hello world", (try form.getDecoded(req.arena, "title")).?);
     try std.testing.expectEqualStrings("a,b", (try form.getDecoded(req.arena, "tags")).?);
     for ([_][]const http.Header{ &.{}, &.{.{ .name = "Content-Type", .value = "text/plain" }} }) |headers| {
-        var other_head: RequestParser.Head = undefined;
+        var other_head: http.RequestHead = undefined;
         var other = testRequest(&other_head, headers, "", "a=1", arena_state.allocator());
         try std.testing.expectError(error.UnsupportedMediaType, other.formData());
     }
@@ -507,7 +503,7 @@ test "Request.multipart: parts of a buffered body; wrong type or boundary" {
     const body_text = "--XyZ\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n" ++
         "--XyZ\r\nContent-Disposition: form-data; name=\"f\"; filename=\"f.bin\"\r\n" ++
         "Content-Type: application/octet-stream\r\n\r\n\x00\x01\r\n--XyZ--\r\n";
-    var head: RequestParser.Head = undefined;
+    var head: http.RequestHead = undefined;
     const headers = [_]http.Header{.{ .name = "content-type", .value = "multipart/form-data; boundary=\"XyZ\"" }};
     const req = testRequest(&head, &headers, "", body_text, arena);
     var reader = try req.multipart(.{});
@@ -525,7 +521,7 @@ test "Request.multipart: parts of a buffered body; wrong type or boundary" {
         .{ .value = "multipart/form-data; boundary=\"bad\\\"\"", .err = error.InvalidMultipart },
     };
     for (cases) |case| {
-        var other_head: RequestParser.Head = undefined;
+        var other_head: http.RequestHead = undefined;
         const other = testRequest(&other_head, &.{.{ .name = "Content-Type", .value = case.value }}, "", body_text, arena);
         try std.testing.expectError(case.err, other.multipart(.{}));
     }
@@ -537,7 +533,7 @@ test "Request.json: typed parsing; bad JSON and wrong type are errors" {
     const arena = arena_state.allocator();
     const Point = struct { x: i32, y: i32, label: []const u8 = "" };
     const json_headers = [_]http.Header{.{ .name = "Content-Type", .value = "application/json" }};
-    var head: RequestParser.Head = undefined;
+    var head: http.RequestHead = undefined;
     const req = testRequest(&head, &json_headers, "", "{\"x\":1,\"y\":-2,\"extra\":true}", arena);
     const p = try req.json(Point);
     try std.testing.expectEqual(@as(i32, 1), p.x);
@@ -553,14 +549,14 @@ test "Request.json: typed parsing; bad JSON and wrong type are errors" {
         .{ .headers = &.{.{ .name = "Content-Type", .value = "text/plain" }}, .body = "{\"x\":1,\"y\":2}", .err = error.UnsupportedMediaType },
     };
     for (cases) |case| {
-        var other_head: RequestParser.Head = undefined;
+        var other_head: http.RequestHead = undefined;
         const other = testRequest(&other_head, case.headers, "", case.body, arena);
         if (case.err) |err| try std.testing.expectError(err, other.json(Point)) else _ = try other.json(Point);
     }
 }
 
 test "Request.cookie and arenaStats" {
-    var head: RequestParser.Head = undefined;
+    var head: http.RequestHead = undefined;
     const headers = [_]http.Header{.{ .name = "Cookie", .value = "theme=dark; sid=\"abc\"" }};
     const req = testRequest(&head, &headers, "", "", std.testing.allocator);
     try std.testing.expectEqualStrings("abc", (try req.cookie("sid")).?);

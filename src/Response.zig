@@ -76,13 +76,7 @@ pub const Body = union(enum) {
 };
 
 /// A byte range of an open file to send as the body.
-pub const File = struct {
-    fd: std.posix.fd_t,
-    offset: u64,
-    len: u64,
-    /// Whether the connection closes `fd` once sent (or if the connection fails first).
-    close_when_done: bool = false,
-};
+pub const File = http.FileRange;
 
 /// Sends chunks while the handler runs; provided by the connection on engines that can block.
 pub const Stream = struct {

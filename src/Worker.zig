@@ -274,13 +274,13 @@ pub fn releaseExchange(worker: *Worker, exchange: *Exchange) void {
 /// Called on a pool thread: tells the engine `connection` needs attention.
 pub fn postCompletion(worker: *Worker, connection: *Connection) void {
     worker.completions_mutex.lock();
-    const x = connection.exchange.?;
+    const link = connection.completionLink();
     // The engine may already have served an earlier post of this connection (a socket event
     // drove it) without taking the list yet: it is still listed, and linking it again would
     // make a cycle. Listed once, it is looked at once for all it posted.
-    if (!x.completion_listed) {
-        x.completion_listed = true;
-        x.next_completion = worker.completions;
+    if (!link.listed) {
+        link.listed = true;
+        link.next = worker.completions;
         worker.completions = connection;
     }
     worker.completions_mutex.unlock();
@@ -289,7 +289,7 @@ pub fn postCompletion(worker: *Worker, connection: *Connection) void {
 }
 
 /// Called on the engine thread: takes every posted connection (a list linked through
-/// `Exchange.next_completion`).
+/// `Connection.completionLink`).
 pub fn takeCompletions(worker: *Worker) ?*Connection {
     var counter: u64 = undefined;
     _ = std.os.linux.read(worker.wake_fd, std.mem.asBytes(&counter), @sizeOf(u64));
@@ -298,8 +298,8 @@ pub fn takeCompletions(worker: *Worker) ?*Connection {
     const list = worker.completions;
     worker.completions = null;
     var item = list;
-    while (item) |connection| : (item = connection.exchange.?.next_completion) {
-        connection.exchange.?.completion_listed = false;
+    while (item) |connection| : (item = connection.completionLink().next) {
+        connection.completionLink().listed = false;
     }
     return list;
 }

@@ -449,7 +449,7 @@ test "Connection: an idle connection holds no exchange" {
     const send = c.next().send;
     c.onSend(send[0].len);
     try testing.expectEqual(@as(u32, 0), fixture.worker.exchanges_busy);
-    try testing.expect(c.exchange == null);
+    try testing.expect(c.protocol.http1.exchange == null);
     try testing.expect(@sizeOf(Connection) <= 64);
 }
 

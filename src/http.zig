@@ -57,6 +57,44 @@ pub const Version = enum(u1) {
     }
 };
 
+/// A byte range of an open file, sent as a body (`Response.File`).
+pub const FileRange = struct {
+    fd: std.posix.fd_t,
+    offset: u64,
+    len: u64,
+    /// Whether the connection closes `fd` once sent (or if the connection fails first).
+    close_when_done: bool = false,
+};
+
+/// A request head as every protocol yields it (HTTP/1's request line and fields, an HTTP/2
+/// stream's pseudo-header and header fields): what `Request` is made from, so handlers,
+/// `Router` and `StaticFiles` run unchanged whatever protocol carried the request. Slices
+/// borrow the connection's buffers; they are valid until the handler returns.
+pub const RequestHead = struct {
+    method: Method = .GET,
+    /// The request-target exactly as sent.
+    target: []const u8 = "",
+    /// The path part of the target, still percent-encoded.
+    path: []const u8 = "",
+    /// The query without its '?', still percent-encoded; "" when there is none.
+    query: []const u8 = "",
+    version: Version = .http11,
+    /// The header fields in the order received.
+    headers: []Header = &.{},
+    /// The request's authority (HTTP/1: the Host field, or an absolute-form target's).
+    host: ?[]const u8 = null,
+    /// Whether the connection may stay open after this request.
+    keep_alive: bool = true,
+    /// The Upgrade field value, if any.
+    upgrade: ?[]const u8 = null,
+    /// Whether the Connection field lists "upgrade".
+    connection_upgrade: bool = false,
+    /// The body's announced length, when it has one.
+    content_length: ?u64 = null,
+    /// The body arrives in HTTP/1 chunks (its length is known only at its end).
+    chunked: bool = false,
+};
+
 /// One header field line as received (RFC 9110 §5). Both slices borrow the connection's
 /// receive buffer: they are valid until the handler returns.
 pub const Header = struct {

@@ -226,7 +226,7 @@ fn onEvent(loop: *Epoll, event: linux.epoll_event) void {
 fn onCompletions(loop: *Epoll) void {
     var list = loop.worker.takeCompletions();
     while (list) |connection| {
-        list = connection.exchange.?.next_completion;
+        list = connection.completionLink().next;
         connection.onPoolEvent();
         loop.drive(@fieldParentPtr("connection", connection));
     }

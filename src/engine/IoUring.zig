@@ -299,7 +299,7 @@ fn armCompletions(loop: *IoUring) !void {
 fn onCompletions(loop: *IoUring) !void {
     var list = loop.worker.takeCompletions();
     while (list) |connection| {
-        list = connection.exchange.?.next_completion;
+        list = connection.completionLink().next;
         connection.onPoolEvent();
         loop.drive(@fieldParentPtr("connection", connection));
     }

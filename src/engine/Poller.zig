@@ -285,11 +285,7 @@ pub fn onAccept(poller: *Poller, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) vo
     slot.wake_registered = false;
     slot.sink = .{ .context = slot, .writeAll = WorkerPool.sinkWriteAll, .read = WorkerPool.sinkRead };
     // No worker yet: a pool thread lends one when the connection has work (see `Slot`).
-    slot.connection = .{
-        .worker = undefined,
-        .read_deadline_ms = poller.now_ms + shared.config.idle_timeout_ms,
-        .sink = &slot.sink,
-    };
+    slot.connection = .initParked(poller.now_ms, shared.config, &slot.sink);
     if (slot.peer) |*address| slot.connection.peer = address;
     const generation = Slot.generationOf(slot.state.load(.monotonic));
     slot.state.store(Slot.pack(generation, .parked), .release);

@@ -415,7 +415,7 @@ const PoolThread = struct {
                 return .failed;
             };
         }
-        const keep_worker = c.exchange != null or c.websocketOpen();
+        const keep_worker = c.holdsState();
         if (!keep_worker) slot.worker = null;
         if (slot.park(events)) {
             if (!keep_worker) t.putSpare(pw);

@@ -83,6 +83,27 @@ pub const Head = struct {
     connection_upgrade: bool = false,
     /// Bytes of the head, the final CRLF included.
     len: u32 = 0,
+
+    /// The protocol-neutral head a `Request` is made from.
+    pub inline fn requestHead(head: *const Head) http.RequestHead {
+        return .{
+            .method = head.method,
+            .target = head.target,
+            .path = head.path,
+            .query = head.query,
+            .version = head.version,
+            .headers = head.headers,
+            .host = head.host,
+            .keep_alive = head.keep_alive,
+            .upgrade = head.upgrade,
+            .connection_upgrade = head.connection_upgrade,
+            .content_length = switch (head.framing) {
+                .content_length => |length| length,
+                .none, .chunked => null,
+            },
+            .chunked = head.framing == .chunked,
+        };
+    }
 };
 
 const Facts = struct {

@@ -5,11 +5,10 @@ const std = @import("std");
 const http = @import("../http.zig");
 const Request = @import("../Request.zig");
 const Response = @import("../Response.zig");
-const RequestParser = @import("../http1/RequestParser.zig");
 
 const HandlerCall = @This();
 
-head: RequestParser.Head,
+head: http.RequestHead,
 request: Request,
 header_storage: [16]http.Header,
 body_buffer: [512]u8,
