@@ -62,31 +62,40 @@ const Slot = struct {
     generation: u24,
     next_free: u32,
     in_use: bool,
-    recv_armed: bool,
-    send_armed: bool,
-    poll_armed: bool,
-    /// The last receive or send found the socket not ready (EAGAIN): wait with a poll first.
-    wait_readable: bool,
-    wait_writable: bool,
-    /// The connection is done; the socket closes once no operation is in flight.
-    closing: bool,
-    /// A cancel for the armed receive was submitted (shutdown of an idle connection).
-    cancel_sent: bool,
+    flags: Flags,
     /// Data received into a ring buffer that the connection has not taken yet.
     pending: ?Pending,
-    /// A receive completed with end of file, not yet handed to the connection.
-    eof: bool,
-    /// No ring buffer was free for a receive: the next one is a plain syscall.
-    direct: bool,
-    /// Bytes a completed writev sent, not yet handed to the connection.
-    sent: ?u32,
+    /// Bytes a completed writev sent, not yet handed to the connection (`none_sent`: none).
+    sent: u32,
     /// The client's address (multishot accept gives none: asked of the socket once).
     peer: ?std.Io.net.IpAddress,
 
     fn busy(slot: *const Slot) bool {
-        return slot.recv_armed or slot.send_armed or slot.poll_armed;
+        return slot.flags.recv_armed or slot.flags.send_armed or slot.flags.poll_armed;
     }
 };
+
+/// A slot's states, packed: an idle connection's slot is what it costs (README: bytes per
+/// idle connection).
+const Flags = packed struct(u16) {
+    recv_armed: bool = false,
+    send_armed: bool = false,
+    poll_armed: bool = false,
+    /// The last receive or send found the socket not ready (EAGAIN): wait with a poll first.
+    wait_readable: bool = false,
+    wait_writable: bool = false,
+    /// The connection is done; the socket closes once no operation is in flight.
+    closing: bool = false,
+    /// A cancel for the armed receive was submitted (shutdown of an idle connection).
+    cancel_sent: bool = false,
+    /// A receive completed with end of file, not yet handed to the connection.
+    eof: bool = false,
+    /// No ring buffer was free for a receive: the next one is a plain syscall.
+    direct: bool = false,
+    _: u7 = 0,
+};
+
+const none_sent = std.math.maxInt(u32);
 
 const Pending = struct { buffer_id: u16, offset: u32, len: u32 };
 
@@ -318,7 +327,7 @@ fn runWoken(loop: *IoUring) void {
     while (loop.worker.takeWoken()) |session| {
         const c = session.connection orelse continue; // released since it was queued
         const slot: *Slot = @fieldParentPtr("connection", c);
-        if (!slot.in_use or slot.closing) continue;
+        if (!slot.in_use or slot.flags.closing) continue;
         c.onWake();
         loop.drive(slot);
     }
@@ -353,12 +362,12 @@ fn complete(loop: *IoUring, cqe: linux.io_uring_cqe) !void {
                 .recv => loop.onRecv(slot, cqe),
                 .send => loop.onSend(slot, cqe),
                 .poll_in => {
-                    slot.poll_armed = false;
-                    slot.wait_readable = false;
+                    slot.flags.poll_armed = false;
+                    slot.flags.wait_readable = false;
                 },
                 .poll_out => {
-                    slot.poll_armed = false;
-                    slot.wait_writable = false;
+                    slot.flags.poll_armed = false;
+                    slot.flags.wait_writable = false;
                 },
                 else => unreachable,
             }
@@ -404,25 +413,17 @@ fn takeConnection(loop: *IoUring, fd: linux.fd_t) void {
     const slot = loop.slots.admit(loop.control, fd) orelse return;
     socket.setNoDelay(fd);
     slot.fd = fd;
-    slot.recv_armed = false;
-    slot.send_armed = false;
-    slot.poll_armed = false;
-    slot.wait_readable = false;
-    slot.wait_writable = false;
-    slot.closing = false;
-    slot.cancel_sent = false;
+    slot.flags = .{};
     slot.pending = null;
-    slot.eof = false;
-    slot.direct = false;
-    slot.sent = null;
+    slot.sent = none_sent;
     slot.connection = .init(loop.worker);
     slot.peer = socket.peerName(fd);
     if (slot.peer) |*address| slot.connection.peer = address;
     if (loop.draining) {
         // Answer what it may already have sent; close it if it sent nothing.
-        slot.direct = true;
+        slot.flags.direct = true;
         loop.drive(slot);
-        if (!slot.in_use or slot.closing) return;
+        if (!slot.in_use or slot.flags.closing) return;
         slot.connection.drain();
     }
     loop.drive(slot);
@@ -435,8 +436,8 @@ fn index(loop: *const IoUring, slot: *const Slot) u32 {
 /// Begins closing: operations in flight are ended by shutting the socket down; the slot is
 /// freed when the last of them completes.
 fn close(loop: *IoUring, slot: *Slot) void {
-    if (!slot.closing) {
-        slot.closing = true;
+    if (!slot.flags.closing) {
+        slot.flags.closing = true;
         if (slot.pending) |p| loop.buffers.recycle(p.buffer_id);
         slot.pending = null;
         if (slot.busy()) socket.shutdownBoth(slot.fd);
@@ -448,8 +449,8 @@ fn close(loop: *IoUring, slot: *Slot) void {
 }
 
 fn onRecv(loop: *IoUring, slot: *Slot, cqe: linux.io_uring_cqe) void {
-    slot.recv_armed = false;
-    if (slot.closing) {
+    slot.flags.recv_armed = false;
+    if (slot.flags.closing) {
         if (cqe.buffer_id()) |id| loop.buffers.recycle(id) else |_| {}
         return;
     }
@@ -459,11 +460,11 @@ fn onRecv(loop: *IoUring, slot: *Slot, cqe: linux.io_uring_cqe) void {
         return;
     }
     switch (cqe.err()) {
-        .SUCCESS => slot.eof = true,
+        .SUCCESS => slot.flags.eof = true,
         // Every ring buffer is held by a connection that cannot take its data yet: the next
         // receive goes into the connection's own buffer with a plain syscall instead (rare).
-        .NOBUFS => slot.direct = true,
-        .AGAIN => slot.wait_readable = true,
+        .NOBUFS => slot.flags.direct = true,
+        .AGAIN => slot.flags.wait_readable = true,
         .CANCELED => if (loop.draining) slot.connection.drain(),
         .INTR => {},
         else => slot.connection.onError(),
@@ -472,14 +473,15 @@ fn onRecv(loop: *IoUring, slot: *Slot, cqe: linux.io_uring_cqe) void {
 
 fn onSend(loop: *IoUring, slot: *Slot, cqe: linux.io_uring_cqe) void {
     _ = loop;
-    slot.send_armed = false;
-    if (slot.closing) return;
+    slot.flags.send_armed = false;
+    if (slot.flags.closing) return;
     if (cqe.res >= 0) {
         slot.sent = @intCast(cqe.res);
+        assert(slot.sent != none_sent);
         return;
     }
     switch (cqe.err()) {
-        .AGAIN => slot.wait_writable = true,
+        .AGAIN => slot.flags.wait_writable = true,
         .INTR => {}, // drive re-arms it
         else => slot.connection.onError(),
     }
@@ -497,14 +499,14 @@ const SlotIo = struct {
     slot: *Slot,
 
     pub inline fn beforeStep(io: SlotIo, _: *Connection) ?driver.Stop {
-        return if (io.slot.closing) .close else null;
+        return if (io.slot.flags.closing) .close else null;
     }
 
     pub fn awaitRecv(io: SlotIo, _: *Connection) driver.Await {
         const slot = io.slot;
-        if (slot.pending != null or slot.eof or slot.direct) return .ready;
-        if (slot.recv_armed or slot.poll_armed) return .later;
-        const armed = if (slot.wait_readable) io.loop.armPoll(slot, .poll_in) else io.loop.armRecv(slot);
+        if (slot.pending != null or slot.flags.eof or slot.flags.direct) return .ready;
+        if (slot.flags.recv_armed or slot.flags.poll_armed) return .later;
+        const armed = if (slot.flags.wait_readable) io.loop.armPoll(slot, .poll_in) else io.loop.armRecv(slot);
         armed catch return .close;
         return .later;
     }
@@ -525,12 +527,12 @@ const SlotIo = struct {
             }
             return .{ .done = n };
         }
-        if (slot.eof) {
-            slot.eof = false;
+        if (slot.flags.eof) {
+            slot.flags.eof = false;
             return .{ .done = 0 };
         }
-        assert(slot.direct);
-        slot.direct = false;
+        assert(slot.flags.direct);
+        slot.flags.direct = false;
         const n = socket.recv(slot.fd, buffer) catch |err| return switch (err) {
             error.WouldBlock, error.Interrupted => .would_block,
             error.ConnectionLost, error.Unexpected => .failed,
@@ -540,10 +542,10 @@ const SlotIo = struct {
 
     pub fn awaitSend(io: SlotIo, _: *Connection) driver.Await {
         const slot = io.slot;
-        if (slot.poll_armed) return .later;
-        if (slot.sent != null) return .ready;
-        if (slot.send_armed) return .later;
-        if (slot.wait_writable) {
+        if (slot.flags.poll_armed) return .later;
+        if (slot.sent != none_sent) return .ready;
+        if (slot.flags.send_armed) return .later;
+        if (slot.flags.wait_writable) {
             io.loop.armPoll(slot, .poll_out) catch return .close;
             return .later;
         }
@@ -552,9 +554,9 @@ const SlotIo = struct {
 
     pub fn writev(io: SlotIo, iovecs: []const std.posix.iovec_const) driver.Result {
         const slot = io.slot;
-        if (slot.sent) |n| {
-            slot.sent = null;
-            return .{ .done = n };
+        if (slot.sent != none_sent) {
+            defer slot.sent = none_sent;
+            return .{ .done = slot.sent };
         }
         io.loop.armSend(slot, iovecs) catch return .failed;
         return .pending;
@@ -562,7 +564,7 @@ const SlotIo = struct {
 
     pub fn sendfile(io: SlotIo, file: Connection.File) driver.Result {
         const n = socket.sendfile(io.slot.fd, file.fd, file.offset, file.len) catch |err| {
-            if (err == error.WouldBlock) io.slot.wait_writable = true;
+            if (err == error.WouldBlock) io.slot.flags.wait_writable = true;
             return driver.fromError(err);
         };
         return .{ .done = n };
@@ -588,7 +590,7 @@ fn armRecv(loop: *IoUring, slot: *Slot) !void {
     entry.flags |= linux.IOSQE_BUFFER_SELECT;
     entry.buf_index = RecvBuffers.group_id;
     entry.user_data = userData(.recv, loop.index(slot), slot.generation);
-    slot.recv_armed = true;
+    slot.flags.recv_armed = true;
 }
 
 fn armSend(loop: *IoUring, slot: *Slot, iovecs: []const std.posix.iovec_const) !void {
@@ -596,21 +598,21 @@ fn armSend(loop: *IoUring, slot: *Slot, iovecs: []const std.posix.iovec_const) !
     // The iovecs live in the connection's exchange, untouched until `onSend`.
     entry.prep_writev(slot.fd, iovecs[0..@min(iovecs.len, 1024)], 0);
     entry.user_data = userData(.send, loop.index(slot), slot.generation);
-    slot.send_armed = true;
+    slot.flags.send_armed = true;
 }
 
 fn cancelRecv(loop: *IoUring, slot: *Slot) !void {
     const entry = try loop.sqe();
     entry.prep_cancel(userData(.recv, loop.index(slot), slot.generation), 0);
     entry.user_data = userData(.cancel, loop.index(slot), slot.generation);
-    slot.cancel_sent = true;
+    slot.flags.cancel_sent = true;
 }
 
 fn armPoll(loop: *IoUring, slot: *Slot, op: Op) !void {
     const entry = try loop.sqe();
     entry.prep_poll_add(slot.fd, if (op == .poll_in) linux.POLL.IN else linux.POLL.OUT);
     entry.user_data = userData(op, loop.index(slot), slot.generation);
-    slot.poll_armed = true;
+    slot.flags.poll_armed = true;
 }
 
 /// Applies timeouts (and, while draining, closes connections that went idle).
@@ -618,15 +620,15 @@ fn sweep(loop: *IoUring) void {
     loop.worker.tick();
     const now = loop.worker.now_ms;
     for (loop.slots.touchedSlots()) |*slot| {
-        if (!slot.in_use or slot.closing) continue;
+        if (!slot.in_use or slot.flags.closing) continue;
         if (loop.draining) {
             if (!slot.connection.idle()) {
                 slot.connection.drain();
             } else if (slot.pending == null) {
                 // A request may already be on its way into the armed receive: cancel it and
                 // decide when it completes (with data, or canceled).
-                if (slot.recv_armed) {
-                    if (!slot.cancel_sent) loop.cancelRecv(slot) catch {};
+                if (slot.flags.recv_armed) {
+                    if (!slot.flags.cancel_sent) loop.cancelRecv(slot) catch {};
                     continue;
                 }
                 slot.connection.drain();
