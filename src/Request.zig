@@ -7,8 +7,8 @@ const handshake = @import("websocket/handshake.zig");
 const Arena = @import("Arena.zig");
 const percent = @import("percent.zig");
 const content_type = @import("content_type.zig");
-const cookie_header = @import("cookies.zig");
-const multipart_body = @import("multipart.zig");
+const cookie_header = @import("app/cookies.zig");
+const multipart_body = @import("app/multipart.zig");
 
 const Request = @This();
 

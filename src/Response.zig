@@ -13,8 +13,8 @@ const http = @import("http.zig");
 const ResponseHead = @import("http1/ResponseHead.zig");
 const Request = @import("Request.zig");
 const websocket = @import("websocket.zig");
-const cookies = @import("cookies.zig");
-const EventStream = @import("EventStream.zig");
+const cookies = @import("app/cookies.zig");
+const EventStream = @import("app/EventStream.zig");
 
 const Response = @This();
 

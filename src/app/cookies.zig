@@ -2,8 +2,8 @@
 //! building `Set-Cookie` values (§4.1.1). Reading borrows the request's header values and
 //! allocates nothing; building validates every part, so a handler cannot split a header.
 const std = @import("std");
-const http = @import("http.zig");
-const DateCache = @import("DateCache.zig");
+const http = @import("../http.zig");
+const DateCache = @import("../DateCache.zig");
 
 /// Why a `Cookie` field or a `Set-Cookie` value was rejected.
 pub const Error = error{

@@ -11,8 +11,8 @@
 //! preflight answer that echoes the requested headers also varies on
 //! `Access-Control-Request-Headers`.
 const std = @import("std");
-const Request = @import("../Request.zig");
-const Response = @import("../Response.zig");
+const Request = @import("../../Request.zig");
+const Response = @import("../../Response.zig");
 
 /// What a CORS middleware allows.
 pub const Options = struct {
@@ -82,9 +82,9 @@ pub fn Cors(comptime options: Options) type {
 }
 
 test "Cors: preflights answered, allowed origins marked, others untouched" {
-    const http = @import("../http.zig");
+    const http = @import("../../http.zig");
     const Router = @import("../Router.zig").Router;
-    const HandlerCall = @import("../testing/HandlerCall.zig");
+    const HandlerCall = @import("../../testing/HandlerCall.zig");
     const handlers = struct {
         fn data(req: *Request, res: *Response) !void {
             _ = req;
@@ -142,9 +142,9 @@ test "Cors: preflights answered, allowed origins marked, others untouched" {
 }
 
 test "Cors: any origin without credentials is \"*\"" {
-    const http = @import("../http.zig");
+    const http = @import("../../http.zig");
     const Router = @import("../Router.zig").Router;
-    const HandlerCall = @import("../testing/HandlerCall.zig");
+    const HandlerCall = @import("../../testing/HandlerCall.zig");
     const handlers = struct {
         fn data(req: *Request, res: *Response) !void {
             _ = req;

@@ -13,7 +13,7 @@
 const std = @import("std");
 const assert = std.debug.assert;
 const fs = @import("fs.zig");
-const mapped = @import("../mapped.zig");
+const mapped = @import("../../mapped.zig");
 const http_date = @import("http_date.zig");
 
 const FileCache = @This();

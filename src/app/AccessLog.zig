@@ -7,8 +7,8 @@
 //! `\xHH`), so a client cannot forge log lines.
 const std = @import("std");
 const linux = std.os.linux;
-const Request = @import("Request.zig");
-const Response = @import("Response.zig");
+const Request = @import("../Request.zig");
+const Response = @import("../Response.zig");
 
 const AccessLog = @This();
 
@@ -169,7 +169,7 @@ fn formatDate(out: *[28]u8, unix_seconds: i64) void {
     }) catch unreachable;
 }
 
-fn testRequest(target: []const u8, headers: []const @import("http.zig").Header, peer: ?std.Io.net.IpAddress) Request {
+fn testRequest(target: []const u8, headers: []const @import("../http.zig").Header, peer: ?std.Io.net.IpAddress) Request {
     return .{
         .method = .GET,
         .target = target,
@@ -199,7 +199,7 @@ test "AccessLog: combined format, escaping, buffered until flushed" {
     var log: AccessLog = try .init(gpa, fds[1], 2, 8192);
     defer log.deinit(gpa);
 
-    const headers = [_]@import("http.zig").Header{
+    const headers = [_]@import("../http.zig").Header{
         .{ .name = "User-Agent", .value = "curl/8 \"evil\"\x01" },
         .{ .name = "Referer", .value = "http://r/" },
     };

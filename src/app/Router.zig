@@ -46,10 +46,10 @@
 //! handler as soon as the head is in, to read the body as it arrives with `req.bodyReader()`
 //! (it implies `blocking`).
 const std = @import("std");
-const http = @import("http.zig");
-const Request = @import("Request.zig");
-const Response = @import("Response.zig");
-const client_error = @import("client_error.zig");
+const http = @import("../http.zig");
+const Request = @import("../Request.zig");
+const Response = @import("../Response.zig");
+const client_error = @import("../client_error.zig");
 
 const log = std.log.scoped(.saker);
 
@@ -194,7 +194,7 @@ const Leaf = struct {
 };
 
 /// What a handler's `onHead` returns (see `Server`): how to receive the body.
-pub const BodyAction = @import("Worker.zig").BodyAction;
+pub const BodyAction = @import("../Worker.zig").BodyAction;
 
 /// A piece of a compiled pattern.
 const Token = union(enum) {
@@ -871,7 +871,7 @@ fn checkMiddleware(comptime M: type) void {
 
 // Tests.
 
-const HandlerCall = @import("testing/HandlerCall.zig");
+const HandlerCall = @import("../testing/HandlerCall.zig");
 
 /// What the test handlers saw.
 const Log = struct {

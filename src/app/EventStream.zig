@@ -10,7 +10,7 @@
 //! case applies, so a handler can send a finite batch there instead of looping forever and
 //! stalling the loop.
 const std = @import("std");
-const Response = @import("Response.zig");
+const Response = @import("../Response.zig");
 
 const EventStream = @This();
 
@@ -73,7 +73,7 @@ fn singleLine(text: []const u8) bool {
 }
 
 test "EventStream: event framing" {
-    const http = @import("http.zig");
+    const http = @import("../http.zig");
     var storage: [2]http.Header = undefined;
     var buffer: [512]u8 = undefined;
     var res: Response = .init(.{

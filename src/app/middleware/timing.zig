@@ -2,8 +2,8 @@
 //! reports it in a `Server-Timing` field (W3C Server Timing), e.g. `app;dur=0.184` in
 //! milliseconds. A streamed response has sent its head already and gets no field.
 const std = @import("std");
-const Request = @import("../Request.zig");
-const Response = @import("../Response.zig");
+const Request = @import("../../Request.zig");
+const Response = @import("../../Response.zig");
 
 /// How the timing is reported.
 pub const Options = struct {
@@ -37,7 +37,7 @@ fn nowNs() u64 {
 
 test "Timing: a Server-Timing field in milliseconds" {
     const Router = @import("../Router.zig").Router;
-    const HandlerCall = @import("../testing/HandlerCall.zig");
+    const HandlerCall = @import("../../testing/HandlerCall.zig");
     const handlers = struct {
         fn slow(req: *Request, res: *Response) !void {
             _ = req;

@@ -3,7 +3,7 @@
 //! one a sender may produce) through `DateCache.format`. Parsing is strict: a date that does
 //! not fit a format exactly is no date, and conditional requests then ignore it (§13.1.3).
 const std = @import("std");
-const DateCache = @import("../DateCache.zig");
+const DateCache = @import("../../DateCache.zig");
 
 /// Length of an IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT").
 pub const imf_fixdate_len = 29;
