@@ -171,7 +171,7 @@ fn finish(h: *Handoff, state: State) void {
 }
 
 /// Binds the sink a pool thread's handler uses to this hand-off; `Notify` has
-/// `fn post(*Notify) void`, which wakes the loop.
+/// `fn post(*Notify) void`, which wakes the loop, and `fn handoff(*Notify) *Handoff`.
 pub fn sink(h: *Handoff, comptime Notify: type, notify: *Notify) *const Sink {
     const Bound = struct {
         fn writeAll(context: *anyopaque, iovecs: []const posix.iovec_const) error{ClientGone}!void {
@@ -228,21 +228,30 @@ pub const BodyReader = struct {
     }
 };
 
+/// The loop's side of a test: counts posts instead of waking an engine.
+const TestNotify = struct {
+    h: *Handoff,
+    posts: std.atomic.Value(u32) = .init(0),
+
+    pub fn post(n: *TestNotify) void {
+        _ = n.posts.fetchAdd(1, .release);
+    }
+
+    pub fn handoff(n: *TestNotify) *Handoff {
+        return n.h;
+    }
+
+    /// Waits until the handler's thread has posted.
+    fn awaitPost(n: *TestNotify) void {
+        while (n.posts.load(.acquire) == 0) std.Thread.yield() catch {};
+    }
+};
+
 test "Handoff: a chunk handed over is sent in pieces, then the thread is released" {
-    const Notify = struct {
-        h: *Handoff,
-        posts: std.atomic.Value(u32) = .init(0),
-        pub fn post(n: *@This()) void {
-            _ = n.posts.fetchAdd(1, .release);
-        }
-        pub fn handoff(n: *@This()) *Handoff {
-            return n.h;
-        }
-    };
     var h: Handoff = .{};
-    var notify: Notify = .{ .h = &h };
+    var notify: TestNotify = .{ .h = &h };
     const Thread = struct {
-        fn run(n: *Notify, result: *?error{ClientGone}) void {
+        fn run(n: *TestNotify, result: *?error{ClientGone}) void {
             const iovecs = [_]posix.iovec_const{ .{ .base = "abc", .len = 3 }, .{ .base = "defg", .len = 4 } };
             n.h.writeAll(&iovecs, n) catch |err| {
                 result.* = err;
@@ -254,7 +263,7 @@ test "Handoff: a chunk handed over is sent in pieces, then the thread is release
     var result: ?error{ClientGone} = error.ClientGone;
     const thread = try std.Thread.spawn(.{}, Thread.run, .{ &notify, &result });
     // The loop's side: wait for the post, then send 5 bytes, then 2.
-    while (notify.posts.load(.acquire) == 0) std.Thread.yield() catch {};
+    notify.awaitPost();
     try std.testing.expectEqual(@as(usize, 2), h.pendingSend().?.len);
     h.sent(5);
     try std.testing.expectEqual(@as(usize, 1), h.pendingSend().?.len);
@@ -267,28 +276,18 @@ test "Handoff: a chunk handed over is sent in pieces, then the thread is release
 }
 
 test "Handoff: a pending read fails with Timeout or ClientGone as the loop says" {
-    const Notify = struct {
-        h: *Handoff,
-        posts: std.atomic.Value(u32) = .init(0),
-        pub fn post(n: *@This()) void {
-            _ = n.posts.fetchAdd(1, .release);
-        }
-        pub fn handoff(n: *@This()) *Handoff {
-            return n.h;
-        }
-    };
     for ([_]bool{ true, false }) |timed_out| {
         var h: Handoff = .{};
-        var notify: Notify = .{ .h = &h };
+        var notify: TestNotify = .{ .h = &h };
         const Thread = struct {
-            fn run(n: *Notify, result: *(error{ ClientGone, Timeout }!usize)) void {
+            fn run(n: *TestNotify, result: *(error{ ClientGone, Timeout }!usize)) void {
                 var buffer: [16]u8 = undefined;
                 result.* = n.h.read(&buffer, n);
             }
         };
         var result: error{ ClientGone, Timeout }!usize = 0;
         const thread = try std.Thread.spawn(.{}, Thread.run, .{ &notify, &result });
-        while (notify.posts.load(.acquire) == 0) std.Thread.yield() catch {};
+        notify.awaitPost();
         try std.testing.expect(h.readPending());
         try std.testing.expectEqual(@as(usize, 16), h.receiveBuffer().len);
         h.fail(timed_out);
