@@ -20,35 +20,65 @@ pub const Diagnostic = struct {
 
 /// Help text for the server flags.
 pub const server_flags_help =
-    \\  --host ADDRESS   IPv4 or IPv6 address to listen on (default 127.0.0.1)
-    \\  --port N         TCP port, 0 for any free port (default 8080)
-    \\  --workers N      engine threads, 0 for one per CPU (default 0)
-    \\  --engine NAME    blocking, thread_per_connection, worker_pool, epoll, io_uring
-    \\  --processes N    serve from N forked processes, restarted if they crash (default 1)
+    \\  -b, --host ADDRESS  IPv4 or IPv6 address to listen on, or localhost (default 127.0.0.1)
+    \\  -p, --port N        TCP port, 0 for any free port (default 8080)
+    \\  --workers N         engine threads, 0 for one per CPU (default 0)
+    \\  --engine NAME       blocking, thread_per_connection, worker_pool, epoll, io_uring
+    \\  --processes N       serve from N forked processes, restarted if they crash (default 1)
+    \\  Every flag that takes a value also takes it as --flag=value.
     \\
 ;
 
+/// A command-line argument as a flag name and, for `--name=value`, its value.
+pub const Flag = struct {
+    name: []const u8,
+    /// The value given with `=`; null when the value, if any, is the next argument.
+    value: ?[]const u8,
+};
+
+/// Splits `--name=value` into its name and value, and turns the short forms `-p` and `-b`
+/// into `--port` and `--host` (as `python -m http.server -b` does).
+pub fn splitFlag(arg: []const u8) Flag {
+    if (std.mem.eql(u8, arg, "-p")) return .{ .name = "--port", .value = null };
+    if (std.mem.eql(u8, arg, "-b")) return .{ .name = "--host", .value = null };
+    if (std.mem.startsWith(u8, arg, "--")) {
+        if (std.mem.findScalar(u8, arg, '=')) |eq| return .{ .name = arg[0..eq], .value = arg[eq + 1 ..] };
+    }
+    return .{ .name = arg, .value = null };
+}
+
+/// `localhost` (RFC 6761 §6.3: always the loopback) as an address; any other name is not
+/// resolved.
+fn hostAddress(value: []const u8) ?[]const u8 {
+    if (std.ascii.eqlIgnoreCase(value, "localhost")) return "127.0.0.1";
+    if (std.Io.net.IpAddress.parse(value, 0)) |_| return value else |_| return null;
+}
+
 /// Applies the server flag at `args[index.*]` (and its value) to `config`, advancing `index`.
-/// Returns false, consuming nothing, when `args[index.*]` is not a server flag.
+/// Returns false, consuming nothing, when `args[index.*]` is not a server flag. Takes
+/// `--flag value`, `--flag=value`, and `-p`/`-b` for `--port`/`--host`.
 pub fn applyServerFlag(config: *Config, args: []const []const u8, index: *usize, diagnostic: *Diagnostic) FlagError!bool {
-    const flag = args[index.*];
+    const split = splitFlag(args[index.*]);
+    const flag = split.name;
     const names = [_][]const u8{ "--host", "--port", "--workers", "--engine", "--processes" };
     const known = for (names) |name| {
         if (std.mem.eql(u8, flag, name)) break true;
     } else false;
     if (!known) return false;
-    if (index.* + 1 >= args.len) {
-        diagnostic.set("{s} needs a value", .{flag});
-        return error.MissingValue;
-    }
-    const value = args[index.* + 1];
-    index.* += 2;
-    if (std.mem.eql(u8, flag, "--host")) {
-        if (std.Io.net.IpAddress.parse(value, 0)) |_| {} else |_| {
-            diagnostic.set("--host: '{s}' is not an IPv4 or IPv6 address", .{value});
-            return error.InvalidValue;
+    const value = split.value orelse blk: {
+        if (index.* + 1 >= args.len) {
+            diagnostic.set("{s} needs a value", .{flag});
+            return error.MissingValue;
         }
-        config.host = value;
+        index.* += 1;
+        break :blk args[index.*];
+    };
+    index.* += 1;
+    if (std.mem.eql(u8, flag, "--host")) {
+        config.host = hostAddress(value) orelse {
+            diagnostic.set("--host: '{s}' is not an IPv4 or IPv6 address, nor localhost", .{value});
+            return error.InvalidValue;
+        };
     } else if (std.mem.eql(u8, flag, "--port")) {
         config.port = std.fmt.parseInt(u16, value, 10) catch {
             diagnostic.set("--port: '{s}' is not a port number (0-65535)", .{value});
@@ -167,4 +197,35 @@ test "applyServerFlag: values, errors and unknown flags" {
     const port = [_][]const u8{ "--port", "70000" };
     index = 0;
     try std.testing.expectError(error.InvalidValue, applyServerFlag(&config, &port, &index, &diagnostic));
+}
+
+test "applyServerFlag: --flag=value, -p, -b and localhost" {
+    var config: Config = .{};
+    var diagnostic: Diagnostic = .{};
+    const args = [_][]const u8{ "--port=8000", "-b", "localhost", "--engine=worker_pool", "-p", "9000", "--host=::1" };
+    var index: usize = 0;
+    try std.testing.expect(try applyServerFlag(&config, &args, &index, &diagnostic));
+    try std.testing.expectEqual(@as(u16, 8000), config.port);
+    try std.testing.expectEqual(@as(usize, 1), index);
+    try std.testing.expect(try applyServerFlag(&config, &args, &index, &diagnostic));
+    try std.testing.expectEqualStrings("127.0.0.1", config.host);
+    try std.testing.expectEqual(@as(usize, 3), index);
+    try std.testing.expect(try applyServerFlag(&config, &args, &index, &diagnostic));
+    try std.testing.expectEqual(engine.Kind.worker_pool, config.engine);
+    try std.testing.expect(try applyServerFlag(&config, &args, &index, &diagnostic));
+    try std.testing.expectEqual(@as(u16, 9000), config.port);
+    try std.testing.expect(try applyServerFlag(&config, &args, &index, &diagnostic));
+    try std.testing.expectEqualStrings("::1", config.host);
+    try std.testing.expectEqual(args.len, index);
+
+    for ([_][]const u8{ "--port=", "--host=example.invalid", "--workers=x" }) |arg| {
+        index = 0;
+        try std.testing.expectError(error.InvalidValue, applyServerFlag(&config, &.{arg}, &index, &diagnostic));
+    }
+    // Not server flags: left to the caller.
+    for ([_][]const u8{ "--portal=1", "-P", "--index=a.html" }) |arg| {
+        index = 0;
+        try std.testing.expect(!try applyServerFlag(&config, &.{arg}, &index, &diagnostic));
+        try std.testing.expectEqual(@as(usize, 0), index);
+    }
 }

@@ -12,8 +12,8 @@ const usage =
     \\       saker --help | --version
     \\
     \\options:
-    \\  --host ADDRESS         IPv4 or IPv6 address to listen on (default 127.0.0.1)
-    \\  --port N               TCP port, 0 for any free port (default 8080)
+    \\  -b, --host ADDRESS     IPv4 or IPv6 address, or localhost, to listen on (default 127.0.0.1)
+    \\  -p, --port N           TCP port, 0 for any free port (default 8080)
     \\  --workers N            engine threads, 0 for one per CPU (default 0)
     \\  --engine NAME          epoll (default), io_uring, blocking, thread_per_connection,
     \\                         worker_pool
@@ -25,6 +25,8 @@ const usage =
     \\  --cache-control VALUE  Cache-Control header for files, e.g. "public, max-age=3600"
     \\  --access-log DEST      FILE, - for stdout (default), or off
     \\  --no-precompressed     do not look for FILE.br / FILE.gz variants
+    \\
+    \\Options that take a value also take it as --option=value.
     \\
 ;
 
@@ -73,20 +75,24 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
             fatal(io, "{s}", .{diagnostic.message});
         if (applied) continue;
         index += 1;
-        if (std.mem.eql(u8, arg, "--no-listing")) {
+        const flag = saker.cli.splitFlag(arg);
+        if (std.mem.eql(u8, flag.name, "--no-listing")) {
+            noValue(io, flag);
             parsed.static.listing = false;
-        } else if (std.mem.eql(u8, arg, "--dotfiles")) {
+        } else if (std.mem.eql(u8, flag.name, "--dotfiles")) {
+            noValue(io, flag);
             parsed.static.dotfiles = true;
-        } else if (std.mem.eql(u8, arg, "--no-precompressed")) {
+        } else if (std.mem.eql(u8, flag.name, "--no-precompressed")) {
+            noValue(io, flag);
             parsed.static.precompressed = false;
-        } else if (std.mem.eql(u8, arg, "--index")) {
-            parsed.static.index = value(io, args, &index, arg);
-        } else if (std.mem.eql(u8, arg, "--spa")) {
-            parsed.static.spa_fallback = value(io, args, &index, arg);
-        } else if (std.mem.eql(u8, arg, "--cache-control")) {
-            parsed.static.cache_control = value(io, args, &index, arg);
-        } else if (std.mem.eql(u8, arg, "--access-log")) {
-            parsed.access_log = value(io, args, &index, arg);
+        } else if (std.mem.eql(u8, flag.name, "--index")) {
+            parsed.static.index = value(io, args, &index, flag);
+        } else if (std.mem.eql(u8, flag.name, "--spa")) {
+            parsed.static.spa_fallback = value(io, args, &index, flag);
+        } else if (std.mem.eql(u8, flag.name, "--cache-control")) {
+            parsed.static.cache_control = value(io, args, &index, flag);
+        } else if (std.mem.eql(u8, flag.name, "--access-log")) {
+            parsed.access_log = value(io, args, &index, flag);
         } else if (arg.len > 1 and arg[0] == '-' and !std.mem.eql(u8, arg, "-")) {
             fatal(io, "unknown option '{s}'; try 'saker serve --help'", .{arg});
         } else if (directory != null) {
@@ -99,11 +105,17 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
     return parsed;
 }
 
-fn value(io: std.Io, args: []const []const u8, index: *usize, flag: []const u8) []const u8 {
-    if (index.* >= args.len) fatal(io, "{s} needs a value", .{flag});
+/// The value of `flag`: given with `=`, or the next argument.
+fn value(io: std.Io, args: []const []const u8, index: *usize, flag: saker.cli.Flag) []const u8 {
+    if (flag.value) |v| return v;
+    if (index.* >= args.len) fatal(io, "{s} needs a value", .{flag.name});
     const v = args[index.*];
     index.* += 1;
     return v;
+}
+
+fn noValue(io: std.Io, flag: saker.cli.Flag) void {
+    if (flag.value != null) fatal(io, "{s} takes no value", .{flag.name});
 }
 
 fn serve(init: std.process.Init, args: *ServeArgs) !void {

@@ -701,7 +701,10 @@ test "saker CLI: bad input is one line on stderr and exit status 2" {
         .{ &.{ "serve", fixture.root_path, "--spa", "../outside.txt" }, "--spa" },
         .{ &.{ "serve", fixture.root_path, "--spa" }, "--spa needs a value" },
         .{ &.{ "serve", "a", "b" }, "more than one directory" },
-        .{ &.{ "serve", fixture.root_path, "--host", "localhost" }, "--host" },
+        .{ &.{ "serve", fixture.root_path, "--host", "example.invalid" }, "--host: 'example.invalid'" },
+        .{ &.{ "serve", fixture.root_path, "--port=" }, "--port" },
+        .{ &.{ "serve", fixture.root_path, "--dotfiles=yes" }, "--dotfiles takes no value" },
+        .{ &.{ "serve", fixture.root_path, "-p" }, "--port needs a value" },
         .{ &.{ "serve", fixture.root_path, "--access-log", "/no/such/dir/log" }, "--access-log" },
     };
     for (cases) |case| {
