@@ -49,4 +49,8 @@ pub const BodyAction = Worker.BodyAction;
 test {
     std.testing.refAllDecls(@This());
     _ = @import("fuzz.zig");
+    // Suites that drive sessions through the simulated engine: pulled in from here, so the
+    // test-only path to engine/driver.zig joins no import cycle of the library's files.
+    _ = @import("connection_test.zig");
+    _ = @import("websocket/session_test.zig");
 }

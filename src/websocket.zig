@@ -95,7 +95,6 @@ pub const Callbacks = struct {
 
 test {
     std.testing.refAllDecls(@This());
-    _ = @import("websocket/session_test.zig");
     _ = Outbox;
 }
 

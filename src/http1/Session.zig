@@ -1271,7 +1271,3 @@ fn batchSent(c: *Session) void {
 fn closeFile(fd: posix.fd_t) void {
     _ = std.os.linux.close(fd);
 }
-
-test {
-    _ = @import("../connection_test.zig");
-}
