@@ -31,10 +31,12 @@ pub const Next = union(enum) {
 /// The file range of `Next.send_file`.
 pub const File = http.FileRange;
 
+const Call = struct { name: []const u8, T: type };
+
 /// The calls of the contract and their types, for a connection type `C` whose workers are
 /// `W`.
-fn calls(comptime C: type, comptime W: type) [22]struct { name: []const u8, T: type } {
-    return .{
+fn calls(comptime C: type, comptime W: type) []const Call {
+    return &.{
         // Life.
         .{ .name = "init", .T = fn (*W) C },
         .{ .name = "initParked", .T = fn (u64, *const Config, *const Handoff.Sink) C },

@@ -8,7 +8,6 @@
 const std = @import("std");
 const linux = std.os.linux;
 const Request = @import("../Request.zig");
-const Response = @import("../Response.zig");
 
 const AccessLog = @This();
 
