@@ -44,16 +44,45 @@ pub const Response = struct {
 /// Connects to 127.0.0.1:`port` with a receive timeout of `timeout_ms`.
 pub fn connect(port: u16, timeout_ms: u32) Error!Client {
     const rc = linux.socket(linux.AF.INET, linux.SOCK.STREAM | linux.SOCK.CLOEXEC, 0);
-    if (linux.errno(rc) != .SUCCESS) return error.ConnectFailed;
+    if (linux.errno(rc) != .SUCCESS) return connectFailed("socket", linux.errno(rc), port);
     const fd: linux.fd_t = @intCast(rc);
     errdefer _ = linux.close(fd);
     const timeout: linux.timeval = .{ .sec = @intCast(timeout_ms / 1000), .usec = @intCast((timeout_ms % 1000) * 1000) };
     _ = linux.setsockopt(fd, linux.SOL.SOCKET, linux.SO.RCVTIMEO, std.mem.asBytes(&timeout), @sizeOf(linux.timeval));
     _ = linux.setsockopt(fd, linux.SOL.SOCKET, linux.SO.SNDTIMEO, std.mem.asBytes(&timeout), @sizeOf(linux.timeval));
     var address: linux.sockaddr.in = .{ .port = std.mem.nativeToBig(u16, port), .addr = std.mem.nativeToBig(u32, 0x7f000001) };
-    if (linux.errno(linux.connect(fd, @ptrCast(&address), @sizeOf(linux.sockaddr.in))) != .SUCCESS)
-        return error.ConnectFailed;
+    switch (linux.errno(linux.connect(fd, @ptrCast(&address), @sizeOf(linux.sockaddr.in)))) {
+        .SUCCESS => {},
+        // A signal ended the wait, not the connect, which goes on in the kernel (with a send
+        // timeout set, Linux reports EINTR rather than restarting): wait for its outcome.
+        .INTR => try awaitConnect(fd, port, timeout_ms),
+        else => |err| return connectFailed("connect", err, port),
+    }
     return .{ .fd = fd };
+}
+
+fn awaitConnect(fd: linux.fd_t, port: u16, timeout_ms: u32) Error!void {
+    var poll_fds = [_]linux.pollfd{.{ .fd = fd, .events = linux.POLL.OUT, .revents = 0 }};
+    while (true) {
+        const rc = linux.poll(&poll_fds, 1, @intCast(timeout_ms));
+        switch (linux.errno(rc)) {
+            .SUCCESS => if (rc == 0) return connectFailed("connect", .TIMEDOUT, port) else break,
+            .INTR => continue,
+            else => |err| return connectFailed("poll", err, port),
+        }
+    }
+    var so_error: i32 = 0;
+    var len: linux.socklen_t = @sizeOf(i32);
+    const rc = linux.getsockopt(fd, linux.SOL.SOCKET, linux.SO.ERROR, std.mem.asBytes(&so_error), &len);
+    if (linux.errno(rc) != .SUCCESS) return connectFailed("getsockopt", linux.errno(rc), port);
+    if (so_error != 0) return connectFailed("connect", @fromBackingInt(@intCast(so_error)), port);
+}
+
+/// Says why a connection could not be made (no descriptors left, the timeout), so that a
+/// failure names its cause. A refused port is what tests of a stopped server expect: silent.
+fn connectFailed(call: []const u8, err: linux.E, port: u16) Error {
+    if (err != .CONNREFUSED) std.debug.print("Client.connect to 127.0.0.1:{d}: {s}: E.{t}\n", .{ port, call, err });
+    return error.ConnectFailed;
 }
 
 pub fn close(client: *Client) void {
