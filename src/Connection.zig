@@ -13,6 +13,7 @@ const Exchange = @import("Exchange.zig");
 const contract = @import("engine_contract.zig");
 const Transport = @import("transport.zig").Transport;
 const Http1 = @import("http1/Session.zig");
+const WebSocket = @import("websocket/Protocol.zig");
 
 const Connection = @This();
 
@@ -29,9 +30,21 @@ transport: Transport = .{ .plain = .{} },
 protocol: Protocol,
 
 /// The protocol sessions a connection can speak. Each offers the engine contract's calls
-/// (see `engine_contract.zig`); the connection picks the active one.
+/// (see `engine_contract.zig`); the connection picks the active one. Every connection starts
+/// as HTTP/1; an accepted upgrade switches it to WebSocket (`upgrade`).
 pub const Protocol = union(enum) {
     http1: Http1,
+    websocket: WebSocket,
+};
+
+/// How a protocol session reaches the connection it lives in (`protocol.<its tag>`): the
+/// worker serving it, the client's address, the sink.
+pub const owner = struct {
+    pub fn of(comptime tag: std.meta.Tag(Protocol), session: *const @FieldType(Protocol, @tagName(tag))) *Connection {
+        const protocol: *const Protocol = @fieldParentPtr(@tagName(tag), session);
+        const c: *const Connection = @fieldParentPtr("protocol", protocol);
+        return @constCast(c);
+    }
 };
 
 /// What the engine must do next (see `engine_contract.zig`).
@@ -96,6 +109,10 @@ pub fn recvBuffer(c: *Connection) ?[]u8 {
 pub fn onRecv(c: *Connection, n: usize) void {
     const delivered = c.transport.received(n) orelse return;
     switch (c.protocol) {
+        .http1 => |*session| {
+            session.onRecv(delivered);
+            if (session.upgraded()) c.upgrade();
+        },
         inline else => |*session| session.onRecv(delivered),
     }
 }
@@ -111,6 +128,11 @@ pub fn onWouldBlock(c: *Connection) void {
 pub fn onSend(c: *Connection, n: usize) void {
     const taken = c.transport.sent(n) orelse return;
     switch (c.protocol) {
+        .http1 => |*session| {
+            session.onSend(taken);
+            // Pipelined requests run once a batch is out: one may be an upgrade.
+            if (session.upgraded()) c.upgrade();
+        },
         inline else => |*session| session.onSend(taken),
     }
 }
@@ -171,9 +193,7 @@ pub fn idle(c: *const Connection) bool {
 /// Whether the connection speaks WebSocket (it then takes work queued by other threads:
 /// `onWake`).
 pub fn websocketOpen(c: *const Connection) bool {
-    return switch (c.protocol) {
-        inline else => |*session| session.websocketOpen(),
-    };
+    return c.protocol == .websocket;
 }
 
 /// WebSocket work was queued for this connection from elsewhere (`Worker.takeWoken`).
@@ -202,8 +222,21 @@ pub fn handling(c: *const Connection) bool {
 /// `next()` says so), or the handler is done.
 pub fn onPoolEvent(c: *Connection) void {
     switch (c.protocol) {
+        .http1 => |*session| {
+            session.onPoolEvent();
+            if (session.upgraded()) c.upgrade();
+        },
         inline else => |*session| session.onPoolEvent(),
     }
+}
+
+/// The HTTP/1 session answered an upgrade with 101: from here on the connection speaks
+/// WebSocket, with the same buffers (the 101 is still in their batch).
+fn upgrade(c: *Connection) void {
+    const handover = c.protocol.http1.takeUpgrade();
+    c.protocol.http1.deinit();
+    c.protocol = .{ .websocket = .init(handover.exchange, handover.session, handover.send_deadline_ms) };
+    c.protocol.websocket.open();
 }
 
 /// Runs the handler for the current request; called on a handler pool thread, which owns the
@@ -225,4 +258,5 @@ test {
     _ = @import("Handoff.zig");
     _ = @import("testing/bytes.zig");
     _ = Http1;
+    _ = WebSocket;
 }

@@ -13,6 +13,7 @@ const RequestParser = @import("http1/RequestParser.zig");
 const ChunkedDecoder = @import("http1/ChunkedDecoder.zig");
 const Connection = @import("Connection.zig");
 const Handoff = @import("Handoff.zig");
+const WebSocketSession = @import("websocket/Session.zig");
 
 const Exchange = @This();
 
@@ -66,6 +67,9 @@ response: Response = undefined,
 prepared: bool = false,
 /// Whether `response` was made by `Response.init` once, so `Response.reset` can renew it.
 response_ready: bool = false,
+/// The WebSocket session a handler accepted, from its 101 until the connection switches
+/// protocols (kept here, not in the HTTP/1 session, so an idle connection stays small).
+upgrade: ?*WebSocketSession = null,
 
 // While the handler runs on a pool thread:
 /// Link in the worker's list of connections the handler pool posted.

@@ -255,7 +255,7 @@ pub fn rollback(res: *Response, point: Mark) bool {
     if (res.streaming) return false;
     assert(point.header_count <= res.header_list.items.len);
     res.header_list.shrinkRetainingCapacity(point.header_count);
-    if (res.body == .file) if (res.body.file.close_when_done) closeFile(res.body.file.fd);
+    if (res.body == .file) res.body.file.done();
     res.body = .buffered;
     res.body_writer.end = 0;
     res.discarded_len = 0;
@@ -263,10 +263,6 @@ pub fn rollback(res: *Response, point: Mark) bool {
     res.content_type = null;
     res.failure = null;
     return true;
-}
-
-fn closeFile(fd: std.posix.fd_t) void {
-    _ = std.os.linux.close(fd);
 }
 
 /// Sends what has been written so far as a chunk, when the engine can stream; otherwise a

@@ -64,6 +64,12 @@ pub const FileRange = struct {
     len: u64,
     /// Whether the connection closes `fd` once sent (or if the connection fails first).
     close_when_done: bool = false,
+
+    /// The range is sent, or never will be: closes `fd` if it was handed over for that
+    /// (`close_when_done`). Protocol sessions call it; they make no syscalls themselves.
+    pub fn done(file: FileRange) void {
+        if (file.close_when_done) _ = std.os.linux.close(file.fd);
+    }
 };
 
 /// A request head as every protocol yields it (HTTP/1's request line and fields, an HTTP/2

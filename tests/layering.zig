@@ -5,6 +5,9 @@
 //! 3. The next-action loop (a `switch` with a `.send_file =>` arm over a connection's next
 //!    action) exists once outside tests: in `engine/driver.zig`.
 //! 4. `Config.zig` imports nothing from the engines or the protocols.
+//! 5. Protocol files make no syscalls, no futex calls and read no clock: no call through
+//!    `linux.` or `posix.`, no `Futex`, no `Io.Clock`, `std.time` or `clock_gettime` (the
+//!    time is the worker's, passed in). Outside `test` blocks.
 //!
 //! Engine files: `engine.zig` and `engine/`. Protocol files: `http1.zig`, `http2.zig`,
 //! `websocket.zig` and their folders. Imports made only by tests (inside `test` blocks, or by
@@ -51,7 +54,7 @@ fn buildGraph(gpa: std.mem.Allocator, sources: []const Source) !Graph {
         var list: std.ArrayList(u32) = .empty;
         defer list.deinit(gpa);
         if (!testOnly(source.path)) {
-            var imports = ImportIterator{ .text = source.text };
+            var imports: ImportIterator = .init(source.text);
             while (imports.next()) |target| {
                 var resolved_buffer: [256]u8 = undefined;
                 const resolved = resolve(&resolved_buffer, source.path, target) orelse continue;
@@ -67,31 +70,19 @@ fn buildGraph(gpa: std.mem.Allocator, sources: []const Source) !Graph {
 
 /// The `.zig` files a source imports, outside `test` blocks.
 const ImportIterator = struct {
-    text: []const u8,
-    pos: usize = 0,
-    /// Inside a top-level `test` block (it ends with a `}` at the start of a line).
-    in_test: bool = false,
+    lines: CodeLines,
+
+    fn init(text: []const u8) ImportIterator {
+        return .{ .lines = .{ .text = text } };
+    }
 
     fn next(it: *ImportIterator) ?[]const u8 {
-        while (it.pos < it.text.len) {
-            const line_end = std.mem.findScalarPos(u8, it.text, it.pos, '\n') orelse it.text.len;
-            const line = it.text[it.pos..line_end];
-            it.pos = line_end + 1;
-            if (it.in_test) {
-                if (std.mem.startsWith(u8, line, "}")) it.in_test = false;
-                continue;
-            }
-            if (std.mem.startsWith(u8, line, "test ") or std.mem.startsWith(u8, line, "test{")) {
-                it.in_test = !std.mem.endsWith(u8, line, "}");
-                continue;
-            }
-            const trimmed = std.mem.trimStart(u8, line, " ");
-            if (std.mem.startsWith(u8, trimmed, "//")) continue;
+        while (it.lines.next()) |line| {
             const marker = "@import(\"";
-            const at = std.mem.find(u8, line, marker) orelse continue;
+            const at = std.mem.find(u8, line.text, marker) orelse continue;
             const name_start = at + marker.len;
-            const name_end = std.mem.findScalarPos(u8, line, name_start, '"') orelse continue;
-            const name = line[name_start..name_end];
+            const name_end = std.mem.findScalarPos(u8, line.text, name_start, '"') orelse continue;
+            const name = line.text[name_start..name_end];
             if (std.mem.endsWith(u8, name, ".zig")) return name;
         }
         return null;
@@ -165,6 +156,16 @@ fn check(gpa: std.mem.Allocator, sources: []const Source, problems: *std.ArrayLi
             try problems.print(gpa, "{s} interprets a connection's next action (only engine/driver.zig may)\n", .{source.path});
         }
     }
+    // Rule 5: protocol files make no syscalls and read no clock.
+    for (sources) |source| {
+        if (testOnly(source.path) or layerOf(source.path) != .protocol) continue;
+        var lines: CodeLines = .{ .text = source.text };
+        while (lines.next()) |line| {
+            if (systemCall(line.text)) |call| {
+                try problems.print(gpa, "{s}:{d}: `{s}` (protocol files make no syscalls and read no clock)\n", .{ source.path, line.number, call });
+            }
+        }
+    }
     // Rule 4: Config imports no engine or protocol file.
     for (sources, graph.edges) |source, edges| {
         if (!std.mem.eql(u8, source.path, "Config.zig")) continue;
@@ -172,6 +173,55 @@ fn check(gpa: std.mem.Allocator, sources: []const Source, problems: *std.ArrayLi
             try problems.print(gpa, "Config.zig imports {s}\n", .{sources[j].path});
         };
     }
+}
+
+/// The lines of a source outside top-level `test` blocks, without `//` comments.
+const CodeLines = struct {
+    text: []const u8,
+    pos: usize = 0,
+    number: u32 = 0,
+    in_test: bool = false,
+
+    const Line = struct { text: []const u8, number: u32 };
+
+    fn next(it: *CodeLines) ?Line {
+        while (it.pos < it.text.len) {
+            const line_end = std.mem.findScalarPos(u8, it.text, it.pos, '\n') orelse it.text.len;
+            const line = it.text[it.pos..line_end];
+            it.pos = line_end + 1;
+            it.number += 1;
+            if (it.in_test) {
+                if (std.mem.startsWith(u8, line, "}")) it.in_test = false;
+                continue;
+            }
+            if (std.mem.startsWith(u8, line, "test ") or std.mem.startsWith(u8, line, "test{")) {
+                it.in_test = !std.mem.endsWith(u8, line, "}");
+                continue;
+            }
+            const code = if (std.mem.find(u8, line, "//")) |at| line[0..at] else line;
+            return .{ .text = code, .number = it.number };
+        }
+        return null;
+    }
+};
+
+/// The first syscall, futex call or clock read in a line of code, if any: a call through
+/// `linux.` or `posix.` (`posix.fd_t` and other types are not calls), or a name that reads
+/// the time or waits on a futex.
+fn systemCall(line: []const u8) ?[]const u8 {
+    for ([_][]const u8{ "Futex", "Io.Clock", "std.time.Instant", "std.time.Timer", "clock_gettime", "nanoTimestamp", "milliTimestamp" }) |name| {
+        if (std.mem.find(u8, line, name)) |at| return line[at..][0..name.len];
+    }
+    for ([_][]const u8{ "linux.", "posix." }) |prefix| {
+        var from: usize = 0;
+        while (std.mem.findPos(u8, line, from, prefix)) |at| {
+            from = at + prefix.len;
+            var end = from;
+            while (end < line.len and (std.ascii.isAlphanumeric(line[end]) or line[end] == '_')) end += 1;
+            if (end < line.len and line[end] == '(') return line[at .. end + 1];
+        }
+    }
+    return null;
 }
 
 const Tarjan = struct {
@@ -289,6 +339,14 @@ test "layering: each rule catches its breach" {
             },
             .expect = "Config.zig imports engine.zig",
         },
+        .{
+            .sources = &.{.{ .path = "http1/Session.zig", .text = "const fd: posix.fd_t = 3;\nfn f() void {\n    _ = std.os.linux.close(fd);\n}\n" }},
+            .expect = "http1/Session.zig:3: `linux.close(`",
+        },
+        .{
+            .sources = &.{.{ .path = "websocket/Session.zig", .text = "const now = std.Io.Clock.awake.now(io);\n" }},
+            .expect = "websocket/Session.zig:1: `Io.Clock`",
+        },
     };
     for (cases) |case| {
         var problems: std.ArrayList(u8) = .empty;
@@ -306,7 +364,7 @@ test "layering: each rule catches its breach" {
         .{ .path = "engine/driver.zig", .text = "const c = @import(\"../Connection.zig\");\ntest {\n    _ = @import(\"../http1/x.zig\");\n}\n" },
         .{ .path = "Connection.zig", .text = "const d = @import(\"engine/driver.zig\");\n" },
         .{ .path = "testing/Sim.zig", .text = "const d = @import(\"../websocket.zig\");\nswitch (x) { .send_file => {} }\n" },
-        .{ .path = "http1/x.zig", .text = "" },
+        .{ .path = "http1/x.zig", .text = "const v: posix.iovec_const = undefined; // posix.write(\ntest {\n    _ = linux.close(3);\n}\n" },
         .{ .path = "websocket.zig", .text = "const t = @import(\"testing/Sim.zig\");\n" },
     }, &problems);
     try testing.expectEqualStrings("", problems.items);

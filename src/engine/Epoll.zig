@@ -26,10 +26,8 @@ slots: SlotTable(Slot),
 accept_paused_until_ms: u64 = 0,
 /// Whether the listener may have pending connections (edge-triggered).
 listener_ready: bool = false,
-draining: bool = false,
-drain_deadline_ms: u64 = 0,
-next_sweep_ms: u64 = 0,
-sweep_interval_ms: u64,
+/// Deadline sweeps and the drain (see `driver.Sweeper`).
+sweeper: driver.Sweeper,
 
 /// epoll_wait batch size.
 const events_max = 256;
@@ -90,15 +88,13 @@ fn init(worker: *Worker, listener: socket.Listener, control: *engine.Control, co
         errdefer _ = linux.close(worker.wake_fd);
         try add(epoll_fd, worker.wake_fd, linux.EPOLL.IN, completion_tag);
     }
-    const config = worker.config;
-    const shortest = @min(config.header_timeout_ms, config.body_timeout_ms, config.idle_timeout_ms, config.write_timeout_ms, config.linger_timeout_ms);
     return .{
         .worker = worker,
         .listener = listener,
         .control = control,
         .epoll_fd = epoll_fd,
         .slots = slots,
-        .sweep_interval_ms = std.math.clamp(shortest / 4, 5, Worker.tick_interval_ms),
+        .sweeper = .init(worker.config, worker.now_ms),
     };
 }
 
@@ -129,12 +125,12 @@ fn add(epoll_fd: linux.fd_t, fd: linux.fd_t, events: u32, data: u64) error{Syste
 fn serve(loop: *Epoll) void {
     var events: [events_max]linux.epoll_event = undefined;
     loop.worker.updateClock();
-    loop.next_sweep_ms = loop.worker.now_ms + loop.sweep_interval_ms;
+    loop.sweeper = .init(loop.worker.config, loop.worker.now_ms);
     while (true) {
         const timeout: i32 = if (loop.listener_ready and loop.acceptAllowed())
             0
         else
-            @intCast(loop.next_sweep_ms -| loop.worker.now_ms);
+            @intCast(loop.sweeper.waitMs(loop.worker.now_ms));
         const rc = linux.epoll_wait(loop.epoll_fd, &events, events_max, timeout);
         loop.worker.updateClock();
         const count: usize = switch (linux.errno(rc)) {
@@ -154,17 +150,8 @@ fn serve(loop: *Epoll) void {
         };
         loop.runWoken();
         if (loop.listener_ready and loop.acceptAllowed()) engine.acceptRound(loop, loop.control, loop.worker.now_ms);
-        if (loop.worker.now_ms >= loop.next_sweep_ms) {
-            loop.sweep();
-            loop.next_sweep_ms = loop.worker.now_ms + loop.sweep_interval_ms;
-        }
-        if (loop.draining) {
-            if (loop.slots.active == 0) return;
-            if (loop.worker.now_ms >= loop.drain_deadline_ms) {
-                log.warn("shutdown timeout: closing {d} connections with requests in flight", .{loop.slots.active});
-                return;
-            }
-        }
+        if (loop.sweeper.due(loop.worker.now_ms)) loop.sweep();
+        if (loop.sweeper.finished(loop.slots.active, loop.worker.now_ms)) return;
     }
 }
 
@@ -191,15 +178,8 @@ pub fn onAccept(loop: *Epoll, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) void 
         loop.closeSlot(slot);
         return;
     };
-    if (loop.draining) {
-        // Read what the client may already have sent before deciding it is idle.
-        slot.readable = true;
-        loop.drive(slot);
-        if (slot.in_use) {
-            slot.connection.drain();
-            loop.drive(slot);
-        }
-    }
+    // Draining: answer what the client may already have sent; close it if it sent nothing.
+    if (loop.sweeper.draining) loop.sweepSlot(slot);
 }
 
 fn closeSlot(loop: *Epoll, slot: *Slot) void {
@@ -296,6 +276,13 @@ const SlotIo = struct {
     pub inline fn fd(io: SlotIo) linux.fd_t {
         return io.slot.fd;
     }
+
+    /// Edge-triggered readiness may have been consumed while the connection was busy: read to
+    /// find out.
+    pub fn unread(io: SlotIo, _: *const Connection) driver.Unread {
+        io.slot.readable = true;
+        return .maybe;
+    }
 };
 
 /// Drives the connections that have WebSocket work queued for them (from other threads, or
@@ -331,30 +318,20 @@ fn watch(loop: *Epoll, slot: *Slot, events: u32) void {
 /// Applies timeouts (and, while draining, closes connections that went idle).
 fn sweep(loop: *Epoll) void {
     loop.worker.tick();
-    const now = loop.worker.now_ms;
     for (loop.slots.touchedSlots()) |*slot| {
-        if (!slot.in_use) continue;
-        if (loop.draining) {
-            if (slot.connection.idle()) {
-                // Idle means nothing to read now, not merely nothing read yet: a request may
-                // be waiting in the socket.
-                slot.readable = true;
-                loop.drive(slot);
-                if (!slot.in_use) continue;
-            }
-            slot.connection.drain();
-        }
-        if (now >= slot.connection.deadline()) slot.connection.onTimeout();
-        loop.drive(slot);
+        if (slot.in_use) loop.sweepSlot(slot);
     }
     loop.runWoken();
 }
 
+fn sweepSlot(loop: *Epoll, slot: *Slot) void {
+    const io: SlotIo = .{ .loop = loop, .slot = slot };
+    if (driver.sweep(io, &slot.connection, loop.worker.now_ms, loop.sweeper.draining) == .close) loop.closeSlot(slot);
+}
+
 fn beginDrain(loop: *Epoll) void {
-    if (loop.draining) return;
-    loop.draining = true;
+    if (!loop.sweeper.beginDrain(loop.worker.now_ms, loop.control.shutdown_timeout_ms)) return;
     @atomicStore(bool, &loop.worker.draining, true, .monotonic); // read by handler threads
-    loop.drain_deadline_ms = loop.worker.now_ms + loop.control.shutdown_timeout_ms;
     // Level-triggered and never reset: stop watching it so epoll_wait does not spin.
     _ = linux.epoll_ctl(loop.epoll_fd, linux.EPOLL.CTL_DEL, loop.control.wake_fd, null);
     if (loop.listener) |l| {
@@ -365,6 +342,5 @@ fn beginDrain(loop: *Epoll) void {
         // them (with `Connection: close`) rather than reset them (see `engine.Door`).
         for (loop.control.takeDoorstep(l.fd)) |fd| loop.onAccept(fd, socket.peerName(fd));
     }
-    loop.sweep_interval_ms = @min(loop.sweep_interval_ms, 10);
     loop.sweep();
 }

@@ -34,9 +34,8 @@ ring: Ring,
 buffers: RecvBuffers,
 slots: SlotTable(Slot),
 accept_armed: bool = false,
-draining: bool = false,
-drain_deadline_ms: u64 = 0,
-sweep_interval_ms: u64,
+/// Deadline sweeps (on the ring's tick) and the drain (see `driver.Sweeper`).
+sweeper: driver.Sweeper,
 tick: linux.kernel_timespec,
 
 /// Completions handled per batch.
@@ -181,8 +180,8 @@ fn init(loop: *IoUring, worker: *Worker, listener: socket.Listener, control: *en
     var slots: SlotTable(Slot) = try .init(connections_max);
     errdefer slots.deinit(false);
     if (worker.handler_pool != null) worker.wake_fd = try engine.eventfd();
-    const shortest = @min(config.header_timeout_ms, config.body_timeout_ms, config.idle_timeout_ms, config.write_timeout_ms, config.linger_timeout_ms);
-    const interval_ms = std.math.clamp(shortest / 4, 5, Worker.tick_interval_ms);
+    const sweeper: driver.Sweeper = .init(config, worker.now_ms);
+    const interval_ms = sweeper.interval_ms;
     loop.* = .{
         .worker = worker,
         .listener = listener,
@@ -190,7 +189,7 @@ fn init(loop: *IoUring, worker: *Worker, listener: socket.Listener, control: *en
         .ring = ring,
         .buffers = buffers,
         .slots = slots,
-        .sweep_interval_ms = interval_ms,
+        .sweeper = sweeper,
         .tick = .{ .sec = @intCast(interval_ms / 1000), .nsec = @intCast((interval_ms % 1000) * std.time.ns_per_ms) },
     };
 }
@@ -273,13 +272,7 @@ fn serve(loop: *IoUring) !void {
         loop.worker.updateClock();
         for (cqes[0..count]) |cqe| try loop.complete(cqe);
         loop.runWoken();
-        if (loop.draining) {
-            if (loop.slots.active == 0) return;
-            if (loop.worker.now_ms >= loop.drain_deadline_ms) {
-                log.warn("shutdown timeout: closing {d} connections with requests in flight", .{loop.slots.active});
-                return;
-            }
-        }
+        if (loop.sweeper.finished(loop.slots.active, loop.worker.now_ms)) return;
     }
 }
 
@@ -343,7 +336,7 @@ fn complete(loop: *IoUring, cqe: linux.io_uring_cqe) !void {
     const data: UserData = @bitCast(cqe.user_data);
     switch (data.op) {
         .accept => try loop.onAccept(cqe),
-        .accept_resume => if (!loop.draining and !loop.accept_armed) try loop.armAccept(),
+        .accept_resume => if (!loop.sweeper.draining and !loop.accept_armed) try loop.armAccept(),
         .wake => loop.beginDrain(),
         .completions => try loop.onCompletions(),
         .websocket_wake => {
@@ -387,7 +380,7 @@ fn onAccept(loop: *IoUring, cqe: linux.io_uring_cqe) !void {
     };
     if (cqe.flags & linux.IORING_CQE_F_MORE == 0) {
         loop.accept_armed = false;
-        if (loop.draining) {
+        if (loop.sweeper.draining) {
             // Accepting is over.
         } else if (!retry_at_once) {
             const entry = try loop.sqe();
@@ -419,12 +412,11 @@ fn takeConnection(loop: *IoUring, fd: linux.fd_t) void {
     slot.connection = .init(loop.worker);
     slot.peer = socket.peerName(fd);
     if (slot.peer) |*address| slot.connection.peer = address;
-    if (loop.draining) {
-        // Answer what it may already have sent; close it if it sent nothing.
+    if (loop.sweeper.draining) {
+        // Answer what it may already have sent (read with a plain syscall, see `unread`);
+        // close it if it sent nothing.
         slot.flags.direct = true;
-        loop.drive(slot);
-        if (!slot.in_use or slot.flags.closing) return;
-        slot.connection.drain();
+        return loop.sweepSlot(slot);
     }
     loop.drive(slot);
 }
@@ -465,7 +457,7 @@ fn onRecv(loop: *IoUring, slot: *Slot, cqe: linux.io_uring_cqe) void {
         // receive goes into the connection's own buffer with a plain syscall instead (rare).
         .NOBUFS => slot.flags.direct = true,
         .AGAIN => slot.flags.wait_readable = true,
-        .CANCELED => if (loop.draining) slot.connection.drain(),
+        .CANCELED => if (loop.sweeper.draining) slot.connection.drain(),
         .INTR => {},
         else => slot.connection.onError(),
     }
@@ -582,6 +574,18 @@ const SlotIo = struct {
     pub inline fn fd(io: SlotIo) linux.fd_t {
         return io.slot.fd;
     }
+
+    /// A completed receive may hold a request; one in flight may be about to: cancel it and
+    /// decide when it completes (with data, or canceled).
+    pub fn unread(io: SlotIo, _: *const Connection) driver.Unread {
+        const slot = io.slot;
+        if (slot.pending != null or slot.flags.eof or slot.flags.direct) return .maybe;
+        if (slot.flags.recv_armed) {
+            if (!slot.flags.cancel_sent) io.loop.cancelRecv(slot) catch {};
+            return .in_flight;
+        }
+        return .none;
+    }
 };
 
 fn armRecv(loop: *IoUring, slot: *Slot) !void {
@@ -618,32 +622,19 @@ fn armPoll(loop: *IoUring, slot: *Slot, op: Op) !void {
 /// Applies timeouts (and, while draining, closes connections that went idle).
 fn sweep(loop: *IoUring) void {
     loop.worker.tick();
-    const now = loop.worker.now_ms;
     for (loop.slots.touchedSlots()) |*slot| {
-        if (!slot.in_use or slot.flags.closing) continue;
-        if (loop.draining) {
-            if (!slot.connection.idle()) {
-                slot.connection.drain();
-            } else if (slot.pending == null) {
-                // A request may already be on its way into the armed receive: cancel it and
-                // decide when it completes (with data, or canceled).
-                if (slot.flags.recv_armed) {
-                    if (!slot.flags.cancel_sent) loop.cancelRecv(slot) catch {};
-                    continue;
-                }
-                slot.connection.drain();
-            }
-        }
-        if (now >= slot.connection.deadline()) slot.connection.onTimeout();
-        loop.drive(slot);
+        if (slot.in_use and !slot.flags.closing) loop.sweepSlot(slot);
     }
 }
 
+fn sweepSlot(loop: *IoUring, slot: *Slot) void {
+    const io: SlotIo = .{ .loop = loop, .slot = slot };
+    if (driver.sweep(io, &slot.connection, loop.worker.now_ms, loop.sweeper.draining) == .close) loop.close(slot);
+}
+
 fn beginDrain(loop: *IoUring) void {
-    if (loop.draining) return;
-    loop.draining = true;
+    if (!loop.sweeper.beginDrain(loop.worker.now_ms, loop.control.shutdown_timeout_ms)) return;
     @atomicStore(bool, &loop.worker.draining, true, .monotonic); // read by handler threads
-    loop.drain_deadline_ms = loop.worker.now_ms + loop.control.shutdown_timeout_ms;
     if (loop.listener) |l| {
         loop.listener = null;
         // The ring holds its own reference to the listener: end the multishot accept

@@ -18,6 +18,7 @@ const sync = @import("../sync.zig");
 const Worker = @import("../Worker.zig");
 const Connection = @import("../Connection.zig");
 const WorkerPool = @import("WorkerPool.zig");
+const driver = @import("driver.zig");
 
 const log = std.log.scoped(.saker);
 
@@ -41,10 +42,10 @@ listener: ?socket.Listener = null,
 listener_ready: bool = false,
 /// Accepting stops until then after an accept error, so it is never a busy loop.
 accept_paused_until_ms: u64 = 0,
-draining: bool = false,
 now_ms: u64 = 0,
-next_sweep_ms: u64 = 0,
-sweep_interval_ms: u64,
+/// Deadline sweeps and the drain (see `driver.Sweeper`; the drain's deadline is the pool's,
+/// shared by its pollers).
+sweeper: driver.Sweeper,
 next_tick_ms: u64 = 0,
 
 const none = std.math.maxInt(u32);
@@ -159,13 +160,11 @@ pub fn init(pool: *WorkerPool, slots_max: u32) error{ SystemResources, OutOfMemo
     const epoll_fd: linux.fd_t = @intCast(rc);
     errdefer _ = linux.close(epoll_fd);
     const slots = try std.heap.page_allocator.alloc(Slot, slots_max);
-    const config = pool.shared.config;
-    const shortest = @min(config.header_timeout_ms, config.body_timeout_ms, config.idle_timeout_ms, config.write_timeout_ms, config.linger_timeout_ms);
     return .{
         .pool = pool,
         .epoll_fd = epoll_fd,
         .slots = slots,
-        .sweep_interval_ms = std.math.clamp(shortest / 4, 5, Worker.tick_interval_ms),
+        .sweeper = .init(pool.shared.config, 0),
     };
 }
 
@@ -209,7 +208,7 @@ pub fn run(poller: *Poller, listener: socket.Listener) void {
         return control.fail();
     };
     poller.updateClock();
-    poller.next_sweep_ms = poller.now_ms + poller.sweep_interval_ms;
+    poller.sweeper = .init(poller.pool.shared.config, poller.now_ms);
     var events: [events_max]linux.epoll_event = undefined;
     while (true) {
         const timeout: i32 = if (poller.listener_ready and poller.acceptAllowed()) 0 else poller.waitMs();
@@ -232,11 +231,8 @@ pub fn run(poller: *Poller, listener: socket.Listener) void {
             else => poller.onEvent(event.data.u64),
         };
         if (poller.listener_ready and poller.acceptAllowed()) engine.acceptRound(poller, poller.pool.shared.control, poller.now_ms);
-        if (poller.now_ms >= poller.next_sweep_ms) {
-            poller.sweep();
-            poller.next_sweep_ms = poller.now_ms + poller.sweep_interval_ms;
-        }
-        if (poller.draining) {
+        if (poller.sweeper.due(poller.now_ms)) poller.sweep();
+        if (poller.sweeper.draining) {
             if (poller.active.load(.acquire) == 0) return;
             if (poller.now_ms >= poller.pool.drainDeadline()) {
                 poller.closeParked();
@@ -249,7 +245,7 @@ pub fn run(poller: *Poller, listener: socket.Listener) void {
 /// How long epoll_wait may sleep: until the next sweep, the end of an accept pause or the
 /// next tick, whichever comes first.
 fn waitMs(poller: *const Poller) i32 {
-    var until = poller.next_sweep_ms;
+    var until = poller.sweeper.next_ms;
     if (poller.listener_ready) until = @min(until, poller.accept_paused_until_ms);
     return @intCast(@min(until -| poller.now_ms, Worker.tick_interval_ms));
 }
@@ -298,7 +294,7 @@ pub fn onAccept(poller: *Poller, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) vo
     };
     // Connections the kernel completed before the stop may have sent requests: the pool
     // reads what is there and answers it (with `Connection: close`) or closes.
-    if (poller.draining) poller.takeParked(slot, slot.state.load(.monotonic));
+    if (poller.sweeper.draining) poller.takeParked(slot, slot.state.load(.monotonic));
 }
 
 fn takeSlot(poller: *Poller) ?*Slot {
@@ -371,7 +367,7 @@ fn sweep(poller: *Poller) void {
         if (Slot.stateOf(word) != .parked) continue;
         // Parked: the fields are this thread's to read.
         const c = &slot.connection;
-        if (poller.now_ms >= c.deadline() or (poller.draining and (c.idle() or c.websocketOpen()))) {
+        if (poller.now_ms >= c.deadline() or (poller.sweeper.draining and (c.idle() or c.websocketOpen()))) {
             poller.takeParked(slot, word);
         }
     }
@@ -381,8 +377,7 @@ fn sweep(poller: *Poller) void {
 /// stop watching the listener (the server closes it) and let the pool close idle
 /// connections; in-flight requests finish.
 fn beginDrain(poller: *Poller) void {
-    if (poller.draining) return;
-    poller.draining = true;
+    if (!poller.sweeper.beginDrain(poller.now_ms, poller.pool.shared.config.shutdown_timeout_ms)) return;
     poller.pool.beginDrain(poller.now_ms);
     const control = poller.pool.shared.control;
     // Level-triggered and never reset: stop watching it so epoll_wait does not spin.
@@ -395,7 +390,6 @@ fn beginDrain(poller: *Poller) void {
         // reset them (see `engine.Door`).
         for (control.takeDoorstep(l.fd)) |fd| poller.onAccept(fd, socket.peerName(fd));
     }
-    poller.sweep_interval_ms = @min(poller.sweep_interval_ms, 10);
     poller.sweep();
 }
 

@@ -14,8 +14,14 @@
 //!
 //! Engines keep their ways of waiting (epoll readiness, io_uring completions, blocking calls);
 //! nothing else about a connection's actions is theirs to decide.
+//!
+//! The driver also holds what an engine thread serving many connections does on its clock:
+//! the timeout sweep and the shutdown drain (`Sweeper`, `sweep`). An engine that cannot
+//! tell whether bytes wait in an idle connection's socket says how it finds out (`Unread`).
 const std = @import("std");
 const Connection = @import("../Connection.zig");
+const Config = @import("../Config.zig");
+const Worker = @import("../Worker.zig");
 const socket = @import("socket.zig");
 
 const log = std.log.scoped(.saker);
@@ -151,4 +157,117 @@ pub fn fromError(err: socket.IoError) Result {
         error.Interrupted => .interrupted,
         error.ConnectionLost, error.Unexpected => .failed,
     };
+}
+
+/// What an engine knows, when the server drains, about bytes waiting in an idle connection's
+/// socket. Idle means nothing to read now, not merely nothing read yet: a request that
+/// arrived is answered (with `Connection: close`) rather than reset.
+pub const Unread = enum {
+    /// Perhaps some: the drive reads first, then the connection is drained.
+    maybe,
+    /// None: the connection is drained (closed) now.
+    none,
+    /// A receive is in flight: its completion decides, at the next sweep.
+    in_flight,
+};
+
+/// One connection's turn in a sweep: while the server drains, an idle connection closes once
+/// nothing waits in its socket and a busy one is told to finish (`Connection.drain`); a
+/// passed deadline is applied (`onTimeout`); then the connection is driven. `io.unread(c)`
+/// says what the engine knows of bytes waiting (see `Unread`).
+pub fn sweep(io: anytype, c: *Connection, now_ms: u64, draining: bool) Stop {
+    if (draining) {
+        if (c.idle()) switch (io.unread(c)) {
+            .maybe => if (drive(io, c) == .close) return .close,
+            .none => {},
+            .in_flight => return .later,
+        };
+        c.drain();
+    }
+    if (now_ms >= c.deadline()) c.onTimeout();
+    return drive(io, c);
+}
+
+/// The clock of an engine thread that serves many connections: when to sweep them for
+/// deadlines, and the drain once the server stops (every connection finishes, or
+/// `shutdown_timeout_ms` passes).
+pub const Sweeper = struct {
+    interval_ms: u64,
+    next_ms: u64 = 0,
+    draining: bool = false,
+    drain_deadline_ms: u64 = 0,
+
+    /// Sweeps a few times per shortest timeout, so the hot path arms no timers.
+    pub fn init(config: *const Config, now_ms: u64) Sweeper {
+        const shortest = @min(config.header_timeout_ms, config.body_timeout_ms, config.idle_timeout_ms, config.write_timeout_ms, config.linger_timeout_ms);
+        const interval_ms = std.math.clamp(shortest / 4, 5, Worker.tick_interval_ms);
+        return .{ .interval_ms = interval_ms, .next_ms = now_ms + interval_ms };
+    }
+
+    /// Whether a sweep is due at `now_ms` (and, if so, schedules the next).
+    pub fn due(s: *Sweeper, now_ms: u64) bool {
+        if (now_ms < s.next_ms) return false;
+        s.next_ms = now_ms + s.interval_ms;
+        return true;
+    }
+
+    /// Milliseconds an engine may wait for events before the next sweep.
+    pub fn waitMs(s: *const Sweeper, now_ms: u64) u64 {
+        return s.next_ms -| now_ms;
+    }
+
+    /// The server stopped (seen at `now_ms`): the drain begins (once). Returns whether it
+    /// began now; the engine then stops accepting and sweeps at once. Sweeps come often while
+    /// draining, so an idle connection closes promptly.
+    pub fn beginDrain(s: *Sweeper, now_ms: u64, shutdown_timeout_ms: u32) bool {
+        if (s.draining) return false;
+        s.draining = true;
+        s.drain_deadline_ms = now_ms + shutdown_timeout_ms;
+        s.interval_ms = @min(s.interval_ms, 10);
+        return true;
+    }
+
+    pub const State = enum { serving, draining, drained, timed_out };
+
+    /// Where the engine's loop stands with `active` connections open at `now_ms`.
+    pub fn state(s: *const Sweeper, active: usize, now_ms: u64) State {
+        if (!s.draining) return .serving;
+        if (active == 0) return .drained;
+        return if (now_ms < s.drain_deadline_ms) .draining else .timed_out;
+    }
+
+    /// Whether the engine's loop is over: draining, and no connection left (`active`) or the
+    /// shutdown timeout passed (the engine then closes what is left, and it is logged).
+    pub fn finished(s: *const Sweeper, active: usize, now_ms: u64) bool {
+        switch (s.state(active, now_ms)) {
+            .serving, .draining => return false,
+            .drained => return true,
+            .timed_out => {
+                log.warn("shutdown timeout: closing {d} connections with requests in flight", .{active});
+                return true;
+            },
+        }
+    }
+};
+
+test "Sweeper: sweeps on its interval, then often while draining, and ends the drain" {
+    var config: Config = .{};
+    config.header_timeout_ms = 1000;
+    var s: Sweeper = .init(&config, 0);
+    try std.testing.expectEqual(@as(u64, 250), s.interval_ms);
+    try std.testing.expect(!s.due(249));
+    try std.testing.expect(s.due(250));
+    try std.testing.expect(!s.due(251));
+    try std.testing.expectEqual(@as(u64, 249), s.waitMs(251));
+    try std.testing.expectEqual(Sweeper.State.serving, s.state(0, 251));
+    try std.testing.expect(!s.finished(0, 251));
+    try std.testing.expect(s.beginDrain(300, 2000));
+    try std.testing.expect(!s.beginDrain(300, 2000));
+    try std.testing.expect(s.draining);
+    try std.testing.expectEqual(@as(u64, 10), s.interval_ms);
+    try std.testing.expectEqual(Sweeper.State.draining, s.state(3, 2299));
+    try std.testing.expect(!s.finished(3, 2299));
+    try std.testing.expectEqual(Sweeper.State.drained, s.state(0, 301));
+    try std.testing.expect(s.finished(0, 301));
+    try std.testing.expectEqual(Sweeper.State.timed_out, s.state(3, 2300));
 }

@@ -10,8 +10,9 @@
 //! An idle connection holds no buffers: the `Exchange` with its buffers is borrowed from the
 //! worker when a request's first byte arrives and returned once the connection is idle again.
 //!
-//! A WebSocket upgrade still runs inside this session (phase `websocket`, with the exchange's
-//! buffers); the handler pool's hand-off is `Handoff.zig`.
+//! An accepted WebSocket upgrade ends this session: once the 101 is in the batch, the
+//! connection hands the exchange and the WebSocket session to `websocket/Protocol.zig`
+//! (`takeUpgrade`). The handler pool's hand-off is `Handoff.zig`.
 const std = @import("std");
 const assert = std.debug.assert;
 const posix = std.posix;
@@ -48,8 +49,6 @@ requests_served: u32 = 0,
 read_deadline_ms: u64,
 /// When a batch that makes no progress times out.
 send_deadline_ms: u64 = 0,
-/// The WebSocket session once an upgrade was accepted (phase `websocket` from then on).
-websocket: ?*WebSocketSession = null,
 
 /// Where a connection is in its request/response cycle.
 pub const Phase = enum {
@@ -65,9 +64,9 @@ pub const Phase = enum {
     shutdown,
     /// Reading and discarding until the client closes or `linger_timeout_ms` passes.
     linger,
-    /// The 101 response was answered: bytes are WebSocket frames, handled by `websocket`.
-    /// The exchange stays with the connection while it is open.
-    websocket,
+    /// The 101 response is in the batch: the connection switches to WebSocket
+    /// (`takeUpgrade`) before asking anything else of this session.
+    upgraded,
     /// Finished: the engine closes the socket and calls `deinit`.
     closed,
 };
@@ -80,16 +79,10 @@ pub fn idle(c: *const Session) bool {
     return c.phase == .idle and c.exchange == null;
 }
 
-/// Whether the connection speaks WebSocket (it then takes work queued by other threads:
-/// `onWake`).
-pub fn websocketOpen(c: *const Session) bool {
-    return c.websocket != null;
-}
-
 /// Whether the session holds buffers or a WebSocket (a `worker_pool` connection then keeps
 /// its worker while it waits).
 pub fn holdsState(c: *const Session) bool {
-    return c.exchange != null or c.websocket != null;
+    return c.exchange != null;
 }
 
 /// The link in the worker's list of connections the handler pool posted (valid while a
@@ -105,29 +98,21 @@ pub fn init(now_ms: u64, idle_timeout_ms: u32) Session {
 }
 
 /// The connection this session belongs to (it lives in `Connection.protocol`).
-fn connection(c: *Session) *Connection {
-    const protocol: *Connection.Protocol = @fieldParentPtr("http1", c);
-    return @fieldParentPtr("protocol", protocol);
-}
-
-fn connectionConst(c: *const Session) *const Connection {
-    const protocol: *const Connection.Protocol = @fieldParentPtr("http1", c);
-    return @fieldParentPtr("protocol", protocol);
+inline fn connection(c: *const Session) *Connection {
+    return Connection.owner.of(.http1, c);
 }
 
 /// The worker serving the connection now (a `worker_pool` connection changes workers).
 inline fn worker(c: *const Session) *Worker {
-    return c.connectionConst().worker;
+    return Connection.owner.of(.http1, c).worker;
 }
 
 /// Gives back everything the connection holds. Call once, after the socket is closed.
 pub fn deinit(c: *Session) void {
-    if (c.websocket) |session| {
-        session.release();
-        c.websocket = null;
-    }
     if (c.exchange) |x| {
-        if (x.file) |file| if (file.close_when_done) closeFile(file.fd);
+        if (x.upgrade) |session| session.release(); // its 101 could not be sent
+        x.upgrade = null;
+        if (x.file) |file| file.done();
         x.file = null;
         x.iovec_index = x.iovec_count;
         c.worker().releaseExchange(x);
@@ -178,7 +163,6 @@ pub fn deadline(c: *const Session) u64 {
         return std.math.maxInt(u64);
     }
     if (c.exchange) |x| if (x.sending()) return c.send_deadline_ms;
-    if (c.phase == .websocket) return c.websocket.?.deadline();
     return c.read_deadline_ms;
 }
 
@@ -199,8 +183,7 @@ pub fn recvBuffer(c: *Session) ?[]u8 {
         break :blk x;
     };
     switch (c.phase) {
-        .idle, .head, .websocket => {
-            if (c.phase == .websocket) if (c.websocket.?.directBuffer(x)) |direct| return direct;
+        .idle, .head => {
             if (x.head_start > 0) x.compact();
             assert(x.recv_end < x.recv.len);
             return x.recv[x.recv_end..];
@@ -212,7 +195,7 @@ pub fn recvBuffer(c: *Session) ?[]u8 {
             .none, .pulled => unreachable,
         },
         .linger => return x.recv_small,
-        .shutdown, .closed, .handling => unreachable,
+        .shutdown, .closed, .handling, .upgraded => unreachable,
     }
 }
 
@@ -243,13 +226,8 @@ pub fn onRecv(c: *Session, n: usize) void {
             // large upload over a slow link keeps going as long as bytes keep coming.
             c.read_deadline_ms = c.worker().now_ms + c.worker().config.body_timeout_ms;
         },
-        .websocket => {
-            c.websocket.?.onRecv(x, n);
-            c.armSendDeadline(x);
-            return;
-        },
         .linger => return,
-        .shutdown, .closed, .handling => unreachable,
+        .shutdown, .closed, .handling, .upgraded => unreachable,
     }
     c.process();
 }
@@ -267,7 +245,7 @@ pub fn onSend(c: *Session, n: usize) void {
         file.offset += n;
         file.len -= n;
         if (file.len == 0) {
-            if (file.close_when_done) closeFile(file.fd);
+            file.done();
             x.file = null;
         }
     }
@@ -307,11 +285,6 @@ pub fn onTimeout(c: *Session) void {
     };
     switch (c.phase) {
         .idle, .linger, .shutdown, .closed => c.phase = .closed,
-        .websocket => {
-            const x = c.exchange.?;
-            c.websocket.?.onTimeout(x);
-            c.armSendDeadline(x);
-        },
         .head => {
             const x = c.exchange.?;
             if (x.head_start == x.recv_end) {
@@ -322,38 +295,45 @@ pub fn onTimeout(c: *Session) void {
         },
         .body => c.fail(.request_timeout, "request body not received in time"),
         .handling => unreachable, // returned above
+        .upgraded => unreachable, // the connection switched protocols
     }
 }
 
-/// Server shutdown: close if idle; otherwise finish the current request, then close. An open
-/// WebSocket is told 1001 and closes once the client answers. Engines call it again on every
-/// sweep while draining; it only acts when there is something to do.
+/// Server shutdown: close if idle; otherwise finish the current request, then close.
+/// Engines call it again on every sweep while draining; it only acts when there is
+/// something to do.
 pub fn drain(c: *Session) void {
     if (c.phase == .idle and c.exchange == null) c.phase = .closed;
-    if (c.phase == .websocket) {
-        const x = c.exchange.?;
-        c.websocket.?.drain(x);
-        c.armSendDeadline(x);
-    }
 }
 
-/// WebSocket work was queued for this connection from elsewhere (`Worker.takeWoken`).
-pub fn onWake(c: *Session) void {
-    if (c.phase != .websocket) return;
+/// HTTP/1 takes no work queued by other threads (WebSocket does, after the switch).
+pub fn onWake(_: *Session) void {}
+
+/// Whether the 101 of an accepted WebSocket upgrade is in the batch: the connection must
+/// switch protocols (`takeUpgrade`) before anything else.
+pub inline fn upgraded(c: *const Session) bool {
+    return c.phase == .upgraded;
+}
+
+/// What the WebSocket protocol takes over at the switch.
+pub const Upgrade = struct { exchange: *Exchange, session: *WebSocketSession, send_deadline_ms: u64 };
+
+/// Hands the exchange (with the 101 in its batch and any frames received behind the
+/// handshake) and the WebSocket session over; this session then holds nothing.
+pub fn takeUpgrade(c: *Session) Upgrade {
+    assert(c.phase == .upgraded);
     const x = c.exchange.?;
-    c.websocket.?.onWake(x);
-    c.armSendDeadline(x);
-}
-
-fn armSendDeadline(c: *Session, x: *const Exchange) void {
-    if (x.sending()) c.send_deadline_ms = c.worker().now_ms + c.worker().config.write_timeout_ms;
+    const upgrade: Upgrade = .{ .exchange = x, .session = x.upgrade.?, .send_deadline_ms = c.send_deadline_ms };
+    x.upgrade = null;
+    c.exchange = null;
+    c.phase = .closed;
+    return upgrade;
 }
 
 fn onPeerClosed(c: *Session) void {
     // Responses already produced were sent before this read (next() puts sends first), so a
     // client that half-closes after a complete request has its answer. A partial request
     // can never be completed.
-    if (c.websocket) |session| session.onPeerClosed();
     c.phase = .closed;
 }
 
@@ -559,13 +539,13 @@ fn prepare(c: *Session, x: *Exchange, body: []const u8) void {
     const head = x.parser.head.requestHead();
     x.request = .init(&head, body, x.arena.allocator());
     x.request.worker_index = c.worker().index;
-    x.request.peer = if (c.connectionConst().peer) |peer| peer.* else null;
+    x.request.peer = if (c.connection().peer) |peer| peer.* else null;
     const free = x.out.len - x.out_len;
     const body_buffer = if (free >= Exchange.head_reserve + 256)
         x.out[x.out_len + Exchange.head_reserve ..]
     else
         x.out[x.out.len..];
-    const stream: ?Response.Stream = if (c.connectionConst().sink != null)
+    const stream: ?Response.Stream = if (c.connection().sink != null)
         .{ .context = c, .sendChunk = sendChunk }
     else
         null;
@@ -737,7 +717,7 @@ fn dispatch(c: *Session, x: *Exchange) void {
     }
     const pulled = x.body == .pulled;
     if (pulled) c.preparePull(x);
-    if (c.worker().handler_pool) |pool| if (c.connectionConst().sink == null and (pulled or c.mayBlock(x))) {
+    if (c.worker().handler_pool) |pool| if (c.connection().sink == null and (pulled or c.mayBlock(x))) {
         c.phase = .handling;
         x.handoff.begin();
         pool.submit(c.connection()) catch {
@@ -747,7 +727,7 @@ fn dispatch(c: *Session, x: *Exchange) void {
         return;
     };
     // On an event loop without the pool, `bodyReader()` says it cannot wait for the body.
-    if (pulled and c.connectionConst().sink == null) x.request.body_source = .unavailable;
+    if (pulled and c.connection().sink == null) x.request.body_source = .unavailable;
     const result = c.worker().dispatch.handle(c.worker().dispatch.context, &x.request, &x.response);
     c.handlerReturned(x, result);
 }
@@ -800,10 +780,7 @@ pub fn onPoolEvent(c: *Session) void {
     const result: anyerror!void = if (x.handoff.handler_error) |err| err else {};
     c.handlerReturned(x, result);
     c.finishRequest(x);
-    if (c.startWebSocket(x)) {
-        c.armSendDeadline(x);
-        return;
-    }
+    if (c.startWebSocket(x)) return;
     if (!x.batchFull() and !c.close_after_send) c.process();
     if (x.sending()) c.send_deadline_ms = c.worker().now_ms + c.worker().config.write_timeout_ms;
 }
@@ -893,7 +870,7 @@ fn receivePulled(c: *Session, x: *Exchange, p: *Exchange.Pulled) error{Failed}!v
     // Everything received is decoded: reuse the space.
     p.raw_pos = x.body_start;
     x.recv_end = x.body_start;
-    const sink = c.connectionConst().sink.?;
+    const sink = c.connection().sink.?;
     const n = sink.read(sink.context, x.recv[x.recv_end..], c.read_deadline_ms) catch |err| switch (err) {
         error.ClientGone => return c.pullFailed(x, .client_gone),
         error.Timeout => return c.pullFailed(x, .timeout),
@@ -906,7 +883,7 @@ fn receivePulled(c: *Session, x: *Exchange, p: *Exchange.Pulled) error{Failed}!v
 fn sendContinue(c: *Session, x: *Exchange) error{ClientGone}!void {
     try c.sendEarlier(x);
     const interim = "HTTP/1.1 100 Continue\r\n\r\n";
-    const sink = c.connectionConst().sink.?;
+    const sink = c.connection().sink.?;
     try sink.writeAll(sink.context, &.{iovec(interim)});
 }
 
@@ -1045,19 +1022,19 @@ fn finishResponse(c: *Session, x: *Exchange) void {
             c.appendHead(x, &head) catch return;
             if (send_body and file.len > 0) {
                 x.file = file;
-            } else if (file.close_when_done) closeFile(file.fd);
+            } else file.done();
         },
     }
 }
 
-/// After a request whose handler accepted a WebSocket upgrade: switches the connection to
-/// the WebSocket protocol (the 101 is in the batch; from here on, bytes are frames). Returns
-/// whether it did.
+/// After a request whose handler accepted a WebSocket upgrade: asks the connection to switch
+/// to the WebSocket protocol (the 101 is in the batch; from here on, bytes are frames).
+/// Returns whether it did.
 fn startWebSocket(c: *Session, x: *Exchange) bool {
-    const session = c.websocket orelse return false;
+    if (x.upgrade == null) return false;
     if (c.close_after_send) return false; // the 101 could not be written; deinit gives it back
-    c.phase = .websocket;
-    session.open(c.connection(), x);
+    if (x.sending()) c.send_deadline_ms = c.worker().now_ms + c.worker().config.write_timeout_ms;
+    c.phase = .upgraded;
     return true;
 }
 
@@ -1082,7 +1059,7 @@ fn finishUpgrade(c: *Session, x: *Exchange, options: @import("../websocket.zig")
         .headers = res.headers(),
     };
     // Held even if the head cannot be written: `deinit` gives it back.
-    c.websocket = session;
+    x.upgrade = session;
     c.appendHead(x, &head) catch return;
 }
 
@@ -1140,7 +1117,7 @@ fn abort(c: *Session) void {
 /// Response.Stream implementation: send earlier responses, the head once, then a chunk.
 fn sendChunk(context: *anyopaque, res: *Response, parts: []const []const u8) error{ClientGone}!void {
     const c: *Session = @ptrCast(@alignCast(context));
-    const sink = c.connectionConst().sink.?;
+    const sink = c.connection().sink.?;
     const x = c.exchange.?;
     try c.sendEarlier(x);
     var iovecs: [12]posix.iovec_const = undefined;
@@ -1188,7 +1165,7 @@ fn sendChunk(context: *anyopaque, res: *Response, parts: []const []const u8) err
 /// Sends, through the sink, the responses of earlier pipelined requests still in the batch:
 /// they must precede anything the current handler sends while it runs.
 fn sendEarlier(c: *Session, x: *Exchange) error{ClientGone}!void {
-    const sink = c.connectionConst().sink.?;
+    const sink = c.connection().sink.?;
     assert(x.file == null);
     if (x.iovec_index < x.iovec_count) {
         try sink.writeAll(sink.context, x.iovecs[x.iovec_index..x.iovec_count]);
@@ -1263,11 +1240,6 @@ fn batchSent(c: *Session) void {
             }
         },
         .body => {}, // a 100 Continue went out; the body comes next
-        .websocket => c.websocket.?.onBatchSent(x),
         else => unreachable,
     }
-}
-
-fn closeFile(fd: posix.fd_t) void {
-    _ = std.os.linux.close(fd);
 }

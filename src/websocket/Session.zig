@@ -24,7 +24,7 @@ const std = @import("std");
 const assert = std.debug.assert;
 const Worker = @import("../Worker.zig");
 const Connection = @import("../Connection.zig");
-const Http1Session = @import("../http1/Session.zig");
+const Protocol = @import("Protocol.zig");
 const Exchange = @import("../Exchange.zig");
 const Request = @import("../Request.zig");
 const Response = @import("../Response.zig");
@@ -282,10 +282,10 @@ pub fn open(s: *Session, c: *Connection, x: *Exchange) void {
     s.process(x);
 }
 
-/// The HTTP/1 session the upgrade happened on, which still carries this one (its exchange
-/// holds the buffers).
-fn http1(s: *Session) *Http1Session {
-    return &s.connection.?.protocol.http1;
+/// The connection's protocol session, which carries this one (its exchange holds the
+/// buffers).
+fn protocol(s: *Session) *Protocol {
+    return &s.connection.?.protocol.websocket;
 }
 
 fn handle(s: *Session) Conn {
@@ -674,11 +674,8 @@ fn end(s: *Session, code: CloseCode, reason: []const u8) void {
 /// After the close frame (if any) is sent: shut down the write side, then read and discard
 /// until the client closes (the server closes the TCP connection first, §7.1.1).
 fn closeConnection(s: *Session, x: *Exchange) void {
-    const c = s.http1();
-    x.head_start = x.recv_end;
-    c.close_after_send = true;
-    c.linger = true;
-    if (!x.sending()) c.phase = .shutdown;
+    assert(x == s.protocol().exchange);
+    s.protocol().closeAfterBatch();
 }
 
 // Timers.
@@ -700,7 +697,7 @@ pub fn onTimeout(s: *Session, x: *Exchange) void {
     switch (s.state) {
         .closing => {
             s.end(s.close_sent_code, "");
-            s.http1().phase = .closed;
+            s.protocol().closeNow();
         },
         .open => if (s.ping_sent_ms != null) {
             s.fail(x, .internal_error, "no pong within websocket_pong_timeout_ms");
@@ -784,7 +781,7 @@ pub fn send(s: *Session, generation: u32, opcode: frame.Opcode, data: []const u8
 
 /// A send on the session's engine thread: into the batch.
 fn sendOwn(s: *Session, opcode: frame.Opcode, data: []const u8) Conn.SendError!void {
-    const x = s.http1().exchange.?;
+    const x = s.protocol().exchange;
     const queued = s.queuedBytes(x);
     const limit = s.worker.config.websocket_send_queue_bytes_max;
     if (opcode != .ping and queued > 0 and queued + data.len > limit) {
@@ -883,7 +880,7 @@ pub fn requestClose(s: *Session, generation: u32, code: CloseCode, reason: []con
     if (!s.live(generation)) return s.mutex.unlock();
     if (Worker.current == s.worker and s.worker.callback_session == s) {
         s.mutex.unlock();
-        return s.beginClose(s.http1().exchange.?, sent, cut);
+        return s.beginClose(s.protocol().exchange, sent, cut);
     }
     defer s.mutex.unlock();
     if (!s.accepting.load(.acquire)) return;
@@ -945,7 +942,7 @@ fn queueControl(s: *Session, x: *Exchange, opcode: frame.Opcode, payload: []cons
         .stable = false,
         .queue_bytes_max = s.worker.config.websocket_send_queue_bytes_max,
     }) catch {
-        s.http1().phase = .closed;
+        s.protocol().closeNow();
         return;
     };
     s.publishBatch(x);

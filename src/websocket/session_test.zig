@@ -385,7 +385,7 @@ test "Session: a quiet client is pinged, then closed with 1011 when no pong come
     const request = handshake_request ++ "\r\n";
     @memcpy(buffer[0..request.len], request);
     c.onRecv(request.len);
-    try testing.expectEqual(@import("../http1/Session.zig").Phase.websocket, c.protocol.http1.phase);
+    try testing.expect(c.protocol == .websocket);
     const head = c.next().send;
     c.onSend(head[0].len);
     try testing.expectEqual(@as(u64, 11_000), c.deadline());
@@ -416,7 +416,7 @@ test "Session: sends from another thread are queued and delivered on wake" {
     c.onRecv(request.len);
     const head = c.next().send;
     c.onSend(head[0].len);
-    const conn: websocket.Conn = .{ .session = c.protocol.http1.websocket.?, .generation = c.protocol.http1.websocket.?.generation };
+    const conn: websocket.Conn = .{ .session = c.protocol.websocket.session, .generation = c.protocol.websocket.session.generation };
 
     const Sender = struct {
         fn run(handle: websocket.Conn, result: *?websocket.Conn.SendError) void {
@@ -431,7 +431,7 @@ test "Session: sends from another thread are queued and delivered on wake" {
     try testing.expectEqual(@as(?websocket.Conn.SendError, null), failure);
     try testing.expect(c.next() == .recv); // not in the batch until the engine is woken
     const woken = fixture.worker.takeWoken().?;
-    try testing.expectEqual(c.protocol.http1.websocket.?, woken);
+    try testing.expectEqual(c.protocol.websocket.session, woken);
     fixture.worker.clearWake();
     c.onWake();
     const out = c.next().send;
