@@ -168,6 +168,22 @@ test "HTTP/1.0: closed after the response unless keep-alive was asked" {
     }
 }
 
+test "HTTP/1.2: a later minor version is served as HTTP/1.1, kept alive (RFC 9110 §2.5)" {
+    for (usable(&engines)) |kind| {
+        const running = try Running.start(kind, .{});
+        defer running.stop();
+        var client = try Client.connect(running.port(), 10_000);
+        defer client.close();
+        for (0..2) |_| {
+            try client.send("GET / HTTP/1.2\r\nHost: a\r\n\r\n");
+            const response = try client.readResponse(testing.allocator, .{});
+            defer response.deinit(testing.allocator);
+            try expectBody(response, 200, "Hello, World!");
+            try testing.expect(std.mem.startsWith(u8, response.raw_head, "HTTP/1.1 200 OK\r\n"));
+        }
+    }
+}
+
 test "pipelining: 64 requests in one write are answered in order" {
     for (usable(&engines)) |kind| {
         const running = try Running.start(kind, .{});
@@ -258,6 +274,10 @@ const error_cases = [_]ErrorCase{
     .{ .request = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", .status = 501 },
     .{ .request = "BREW / HTTP/1.1\r\nHost: a\r\n\r\n", .status = 501 },
     .{ .request = "GET / HTTP/2.0\r\nHost: a\r\n\r\n", .status = 505 },
+    .{ .request = "GET /caf\xc3\xa9 HTTP/1.1\r\nHost: a\r\n\r\n", .status = 400 },
+    .{ .request = "GET /page#top HTTP/1.1\r\nHost: a\r\n\r\n", .status = 400 },
+    .{ .request = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;\r\nhello\r\n0\r\n\r\n", .status = 400 },
+    .{ .request = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;a=\"b\r\nhello\r\n0\r\n\r\n", .status = 400 },
     .{ .request = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 9000000000\r\n\r\n", .status = 413 },
 };
 

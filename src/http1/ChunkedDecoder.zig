@@ -3,8 +3,10 @@
 //! `feed` walks the framing a byte at a time and hands back chunk data as slices of its input,
 //! so the caller decides where data goes (in place, or into a body buffer) and nothing is
 //! copied here. Framing is strict, with bounded state: chunk sizes are 1–16 hex digits,
-//! extensions and trailers are length-limited and may not hold control bytes, and every line
-//! must end in CRLF. Extensions and trailer fields are validated and then discarded.
+//! extensions follow RFC 9112 §7.1.1 (`;` name, optional `=` token or quoted string, BWS
+//! around both), extensions and trailers are length-limited and may not hold control bytes,
+//! and every line must end in CRLF. Extensions and trailer fields are validated and then
+//! discarded.
 const std = @import("std");
 const assert = std.debug.assert;
 const scan = @import("scan.zig");
@@ -36,7 +38,15 @@ const State = enum {
     size_start,
     size,
     size_whitespace,
-    extension,
+    // chunk-ext = *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] )
+    ext_name_start,
+    ext_name,
+    ext_after_name,
+    ext_value_start,
+    ext_value,
+    ext_quoted,
+    ext_quoted_pair,
+    ext_after_value,
     size_lf,
     data,
     data_cr,
@@ -55,7 +65,9 @@ pub const Error = error{
     InvalidChunkSize,
     /// A chunk-size of more than 16 hex digits (would overflow 64 bits).
     ChunkSizeTooLarge,
-    /// A chunk extension holding a control byte, or whitespace not followed by ';'.
+    /// A chunk extension that is not `;` name [`=` token or quoted string] (RFC 9112
+    /// §7.1.1): an empty name, an unbalanced quoted string, a control byte, whitespace not
+    /// followed by `;` or `=`.
     InvalidChunkExtension,
     /// Chunk extensions longer than `extension_bytes_max`.
     ChunkExtensionTooLong,
@@ -123,7 +135,7 @@ fn step(decoder: *ChunkedDecoder, c: u8) Error!void {
             decoder.line_bytes = 0;
             switch (c) {
                 '\r' => decoder.state = .size_lf,
-                ';' => decoder.state = .extension,
+                ';' => decoder.state = .ext_name_start,
                 ' ', '\t' => decoder.state = .size_whitespace,
                 '\n' => return error.BareLineFeed,
                 else => return error.InvalidChunkSize,
@@ -131,17 +143,18 @@ fn step(decoder: *ChunkedDecoder, c: u8) Error!void {
         },
         .size_whitespace => switch (c) {
             ' ', '\t' => try decoder.countExtension(),
-            ';' => decoder.state = .extension,
+            ';' => decoder.state = .ext_name_start,
             else => return error.InvalidChunkExtension,
         },
-        .extension => switch (c) {
-            '\r' => decoder.state = .size_lf,
-            '\n' => return error.BareLineFeed,
-            else => {
-                if ((c < 0x20 and c != '\t') or c == 0x7f) return error.InvalidChunkExtension;
-                try decoder.countExtension();
-            },
-        },
+        .ext_name_start,
+        .ext_name,
+        .ext_after_name,
+        .ext_value_start,
+        .ext_value,
+        .ext_quoted,
+        .ext_quoted_pair,
+        .ext_after_value,
+        => try decoder.stepExtension(c),
         .size_lf => {
             if (c != '\n') return error.BareCarriageReturn;
             decoder.size_digits = 0;
@@ -156,6 +169,50 @@ fn step(decoder: *ChunkedDecoder, c: u8) Error!void {
         .trailer_start, .trailer_name, .trailer_value, .trailer_lf, .final_lf => try decoder.stepTrailer(c),
         .data, .done => unreachable,
     }
+}
+
+/// One byte of a chunk extension (RFC 9112 §7.1.1): chunk-ext-name is a token, chunk-ext-val
+/// a token or a quoted-string (RFC 9110 §5.6.4).
+fn stepExtension(decoder: *ChunkedDecoder, c: u8) Error!void {
+    if (c == '\n') return error.BareLineFeed;
+    if (c != '\r') try decoder.countExtension();
+    const token = scan.token_table[c];
+    const blank = c == ' ' or c == '\t';
+    decoder.state = switch (decoder.state) {
+        .ext_name_start => if (token) .ext_name else if (blank) .ext_name_start else return error.InvalidChunkExtension,
+        .ext_name, .ext_after_name => if (token and decoder.state == .ext_name) .ext_name else switch (c) {
+            ' ', '\t' => .ext_after_name,
+            '=' => .ext_value_start,
+            ';' => .ext_name_start,
+            '\r' => .size_lf,
+            else => return error.InvalidChunkExtension,
+        },
+        .ext_value_start => if (token) .ext_value else switch (c) {
+            ' ', '\t' => .ext_value_start,
+            '"' => .ext_quoted,
+            else => return error.InvalidChunkExtension, // CR included: `=` needs a value
+        },
+        .ext_value, .ext_after_value => if (token and decoder.state == .ext_value) .ext_value else switch (c) {
+            ' ', '\t' => .ext_after_value,
+            ';' => .ext_name_start,
+            '\r' => .size_lf,
+            else => return error.InvalidChunkExtension,
+        },
+        // qdtext = HTAB / SP / %x21 / %x23-5B / %x5D-7E / obs-text; a CR here leaves the
+        // quoted string open.
+        .ext_quoted => switch (c) {
+            '"' => .ext_after_value,
+            '\\' => .ext_quoted_pair,
+            '\t', ' ', 0x21, 0x23...0x5b, 0x5d...0x7e, 0x80...0xff => .ext_quoted,
+            else => return error.InvalidChunkExtension,
+        },
+        // quoted-pair = "\" ( HTAB / SP / VCHAR / obs-text )
+        .ext_quoted_pair => switch (c) {
+            '\t', ' ', 0x21...0x7e, 0x80...0xff => .ext_quoted,
+            else => return error.InvalidChunkExtension,
+        },
+        else => unreachable,
+    };
 }
 
 fn countExtension(decoder: *ChunkedDecoder) Error!void {
@@ -248,6 +305,10 @@ const vectors = [_]Vector{
     .{ .input = "0\r\nExpires: never\r\nX-Sum:  1\r\n\r\n", .decoded = "" },
     .{ .input = "00000A\r\n0123456789\r\n0\r\n\r\n", .decoded = "0123456789" },
     .{ .input = "a\r\n0123456789\r\n0\r\n\r\n", .decoded = "0123456789" },
+    // chunk-ext (RFC 9112 §7.1.1): BWS around ';' and '=', quoted values with quoted-pairs.
+    .{ .input = "3 ; a = b ;c;d=\"\"\r\nabc\r\n0\r\n\r\n", .decoded = "abc" },
+    .{ .input = "3;a=\"x\\\"y;z\\\\\"\r\nabc\r\n0\r\n\r\n", .decoded = "abc" },
+    .{ .input = "3;a=\"\xc3\xa9\"\r\nabc\r\n0\r\n\r\n", .decoded = "abc" },
     // Invalid framing.
     .{ .input = "\r\n", .decoded = error.InvalidChunkSize },
     .{ .input = "x\r\n", .decoded = error.InvalidChunkSize },
@@ -261,6 +322,18 @@ const vectors = [_]Vector{
     .{ .input = "5\r\nhello\n0\r\n\r\n", .decoded = error.InvalidChunkTerminator },
     .{ .input = "5;a\x00b\r\nhello\r\n0\r\n\r\n", .decoded = error.InvalidChunkExtension },
     .{ .input = "5 x\r\nhello\r\n0\r\n\r\n", .decoded = error.InvalidChunkExtension },
+    // An empty name, an unbalanced quoted string, a missing value, a name that is not a token.
+    .{ .input = "5;\r\nhello\r\n0\r\n\r\n", .decoded = error.InvalidChunkExtension },
+    .{ .input = "5;=x\r\nhello\r\n0\r\n\r\n", .decoded = error.InvalidChunkExtension },
+    .{ .input = "5;a;;b\r\nhello\r\n0\r\n\r\n", .decoded = error.InvalidChunkExtension },
+    .{ .input = "5;a=\"x\r\nhello\r\n0\r\n\r\n", .decoded = error.InvalidChunkExtension },
+    .{ .input = "5;a=\"x\\\"\r\nhello\r\n0\r\n\r\n", .decoded = error.InvalidChunkExtension },
+    .{ .input = "5;a=\r\nhello\r\n0\r\n\r\n", .decoded = error.InvalidChunkExtension },
+    .{ .input = "5;a b\r\nhello\r\n0\r\n\r\n", .decoded = error.InvalidChunkExtension },
+    .{ .input = "5;a=b c\r\nhello\r\n0\r\n\r\n", .decoded = error.InvalidChunkExtension },
+    .{ .input = "5;a=b\"c\"\r\nhello\r\n0\r\n\r\n", .decoded = error.InvalidChunkExtension },
+    .{ .input = "5;a@b\r\nhello\r\n0\r\n\r\n", .decoded = error.InvalidChunkExtension },
+    .{ .input = "5;a=\"\x01\"\r\nhello\r\n0\r\n\r\n", .decoded = error.InvalidChunkExtension },
     .{ .input = "5;aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\nhello\r\n0\r\n\r\n", .decoded = error.ChunkExtensionTooLong },
     .{ .input = "0\r\nBad Name: x\r\n\r\n", .decoded = error.InvalidTrailer },
     .{ .input = "0\r\nX: a\x01\r\n\r\n", .decoded = error.InvalidTrailer },

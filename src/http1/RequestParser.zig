@@ -31,7 +31,7 @@ facts: Facts = .{},
 /// Size limits checked while parsing. Assumes `request_line_bytes_max <= header_bytes_max`.
 pub const Limits = struct {
     /// Longest request line, CRLF included (414 beyond).
-    request_line_bytes_max: u32 = 8 * 1024,
+    request_line_bytes_max: u32 = 9 * 1024,
     /// Longest head: request line, fields and the final CRLF (431 beyond).
     header_bytes_max: u32 = 64 * 1024,
 };
@@ -320,6 +320,10 @@ fn parseVersion(text: *const [10]u8) Error!http.Version {
         .http11
     else if (std.mem.eql(u8, text[0..8], "HTTP/1.0"))
         .http10
+    else if (std.mem.eql(u8, text[0..7], "HTTP/1.") and std.ascii.isDigit(text[7]))
+        // A later HTTP/1 minor version is processed as the highest this server speaks
+        // (RFC 9110 §2.5); the response says HTTP/1.1.
+        .http11
     else {
         const well_formed = std.mem.eql(u8, text[0..5], "HTTP/") and std.ascii.isDigit(text[5]) and
             text[6] == '.' and std.ascii.isDigit(text[7]);

@@ -162,6 +162,11 @@ const valid_cases = [_]Case{
     } } },
     .{ .bytes = "GET /?a HTTP/1.1\r\nHost: a\r\n\r\n", .outcome = .{ .ok = .{ .query = "a" } } },
     .{ .bytes = "PATCH /p HTTP/1.1\r\nHost: a\r\n\r\n", .outcome = .{ .ok = .{ .method = .PATCH, .path = "/p" } } },
+    // A later HTTP/1 minor version is processed as HTTP/1.1 (RFC 9110 §2.5).
+    .{ .bytes = "GET / HTTP/1.2\r\nHost: a\r\n\r\n", .outcome = .{ .ok = .{ .version = .http11 } } },
+    .{ .bytes = "GET / HTTP/1.9\r\nHost: a\r\n\r\n", .outcome = .{ .ok = .{ .version = .http11 } } },
+    // Percent-encoded bytes and every visible ASCII byte but '#' may be in a target.
+    .{ .bytes = "GET /caf%C3%A9!$&'()*+,;=:@~-._[]{}|^`\\\"<> HTTP/1.1\r\nHost: a\r\n\r\n", .outcome = .{ .ok = .{ .path = "/caf%C3%A9!$&'()*+,;=:@~-._[]{}|^`\\\"<>" } } },
 };
 
 const invalid_cases = [_]Case{
@@ -186,6 +191,13 @@ const invalid_cases = [_]Case{
     .{ .bytes = "GET /a\x00b HTTP/1.1\r\nHost: a\r\n\r\n", .outcome = .{ .err = error.InvalidTarget } },
     .{ .bytes = "GET /a\x7fb HTTP/1.1\r\nHost: a\r\n\r\n", .outcome = .{ .err = error.InvalidTarget } },
     .{ .bytes = "GET /a\tb HTTP/1.1\r\nHost: a\r\n\r\n", .outcome = .{ .err = error.InvalidTarget } },
+    // A fragment is never sent; bytes above 0x7F must be percent-encoded (RFC 9112 §3.2,
+    // RFC 3986 §3.3), here and past the first vector.
+    .{ .bytes = "GET /a#b HTTP/1.1\r\nHost: a\r\n\r\n", .outcome = .{ .err = error.InvalidTarget } },
+    .{ .bytes = "GET /caf\xc3\xa9 HTTP/1.1\r\nHost: a\r\n\r\n", .outcome = .{ .err = error.InvalidTarget } },
+    .{ .bytes = "GET /a\x80 HTTP/1.1\r\nHost: a\r\n\r\n", .outcome = .{ .err = error.InvalidTarget } },
+    .{ .bytes = "GET /aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\xff HTTP/1.1\r\nHost: a\r\n\r\n", .outcome = .{ .err = error.InvalidTarget } },
+    .{ .bytes = "GET /aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa?q#f HTTP/1.1\r\nHost: a\r\n\r\n", .outcome = .{ .err = error.InvalidTarget } },
     .{ .bytes = "GET a HTTP/1.1\r\nHost: a\r\n\r\n", .outcome = .{ .err = error.InvalidTarget } },
     .{ .bytes = "GET * HTTP/1.1\r\nHost: a\r\n\r\n", .outcome = .{ .err = error.InvalidTarget } },
     .{ .bytes = "GET ftp://a/b HTTP/1.1\r\nHost: a\r\n\r\n", .outcome = .{ .err = error.InvalidTarget } },

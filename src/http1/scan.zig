@@ -12,8 +12,9 @@ const Vector = @Vector(vector_len, u8);
 const Mask = @Int(.unsigned, vector_len);
 
 /// Index of the first byte at or after `start` that cannot appear in a request-target
-/// (RFC 9112 §3.2: any byte <= 0x20 or DEL; the one expected is the SP that ends it),
-/// or null if there is none in `bytes`.
+/// (RFC 9112 §3.2, RFC 3986 §3: a byte <= 0x20, DEL, a byte above 0x7F, which must be
+/// percent-encoded, or `#`, as a fragment is never sent; the one expected is the SP that
+/// ends it), or null if there is none in `bytes`.
 pub fn findTargetEnd(bytes: []const u8, start: usize) ?usize {
     const target = findTarget(bytes, start) orelse return null;
     return target.end;
@@ -81,7 +82,8 @@ const Class = enum { target_end, value_end };
 inline fn matches(comptime class: Class, comptime len: usize, chunk: @Vector(len, u8)) @Int(.unsigned, len) {
     const V = @Vector(len, u8);
     const hit = switch (class) {
-        .target_end => (chunk <= @as(V, @splat(0x20))) | (chunk == @as(V, @splat(0x7f))),
+        .target_end => (chunk <= @as(V, @splat(0x20))) | (chunk >= @as(V, @splat(0x7f))) |
+            (chunk == @as(V, @splat('#'))),
         .value_end => ((chunk < @as(V, @splat(0x20))) & (chunk != @as(V, @splat('\t')))) |
             (chunk == @as(V, @splat(0x7f))),
     };
@@ -90,7 +92,7 @@ inline fn matches(comptime class: Class, comptime len: usize, chunk: @Vector(len
 
 inline fn matchesByte(comptime class: Class, c: u8) bool {
     return switch (class) {
-        .target_end => c <= 0x20 or c == 0x7f,
+        .target_end => c <= 0x20 or c >= 0x7f or c == '#',
         .value_end => (c < 0x20 and c != '\t') or c == 0x7f,
     };
 }
