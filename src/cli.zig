@@ -1,6 +1,7 @@
 //! Command-line helpers shared by the `saker` CLI and the examples: the server flags every
 //! program takes (`--host`, `--port`, `--workers`, `--engine`), a one-line error for bad input,
-//! and the `listening on http://HOST:PORT` line printed once the port is bound.
+//! and the `listening on http://HOST:PORT` line printed once the port is bound (followed, for
+//! an address that means every interface, by the URL of each address it reaches).
 const std = @import("std");
 const Config = @import("Config.zig");
 const engine = @import("engine.zig");
@@ -161,18 +162,149 @@ pub fn run(io: std.Io, server: anytype, host: []const u8) !void {
 }
 
 /// Prints `listening on http://HOST:PORT` on stdout, flushed at once, so scripts can read the
-/// real port.
+/// real port. For `0.0.0.0` or `::` (every interface) a line follows for each address of the
+/// machine that reaches the server, so a user has a URL to open (IPv6 link-local addresses,
+/// which need a zone in a URL, are left out).
 pub fn announce(io: std.Io, host: []const u8, port: u16) void {
-    var buffer: [256]u8 = undefined;
+    var buffer: [4096]u8 = undefined;
     var writer: std.Io.File.Writer = .initStreaming(.stdout(), io, &buffer);
-    const w = &writer.interface;
+    writeAnnouncement(&writer.interface, host, port) catch return;
+    writer.interface.flush() catch return;
+}
+
+fn writeAnnouncement(w: *std.Io.Writer, host: []const u8, port: u16) std.Io.Writer.Error!void {
     const is_ip6 = std.mem.findScalar(u8, host, ':') != null;
-    const written = if (is_ip6)
-        w.print("listening on http://[{s}]:{d}\n", .{ host, port })
+    if (is_ip6) {
+        try w.print("listening on http://[{s}]:{d}\n", .{ host, port });
+    } else {
+        try w.print("listening on http://{s}:{d}\n", .{ host, port });
+    }
+    const every: ?Family = if (std.mem.eql(u8, host, "0.0.0.0"))
+        .ip4
+    else if (std.mem.eql(u8, host, "::"))
+        .ip6
     else
-        w.print("listening on http://{s}:{d}\n", .{ host, port });
-    written catch return;
-    w.flush() catch return;
+        null;
+    const family = every orelse return;
+    var addresses: [interfaces_max * 2]std.Io.net.IpAddress = undefined;
+    for (localAddresses(family, port, &addresses)) |address| try w.print("  http://{f}\n", .{address});
+}
+
+const Family = enum { ip4, ip6 };
+
+/// Interfaces looked at for `localAddresses` (per family).
+const interfaces_max = 64;
+
+/// The addresses of this machine a server bound to the unspecified address of `family`
+/// reaches, with `port`: IPv4 ones for `0.0.0.0`; for `::`, IPv6 ones (without link-local
+/// ones) and, unless the system makes IPv6 sockets IPv6-only, IPv4 ones too. Empty when they
+/// cannot be read.
+fn localAddresses(family: Family, port: u16, buffer: []std.Io.net.IpAddress) []std.Io.net.IpAddress {
+    var count: usize = 0;
+    if (family == .ip6) count += ip6Addresses(port, buffer);
+    if (family == .ip4 or !ip6Only()) count += ip4Addresses(port, buffer[count..]);
+    return buffer[0..count];
+}
+
+/// IPv4 addresses of the interfaces that are up (SIOCGIFCONF).
+fn ip4Addresses(port: u16, buffer: []std.Io.net.IpAddress) usize {
+    const linux = std.os.linux;
+    const rc = linux.socket(linux.AF.INET, linux.SOCK.DGRAM | linux.SOCK.CLOEXEC, 0);
+    if (linux.errno(rc) != .SUCCESS) return 0;
+    const fd: linux.fd_t = @intCast(rc);
+    defer _ = linux.close(fd);
+    var requests: [interfaces_max]linux.ifreq = undefined;
+    const Ifconf = extern struct { len: i32, buf: [*]linux.ifreq };
+    var conf: Ifconf = .{ .len = @sizeOf(@TypeOf(requests)), .buf = &requests };
+    if (linux.errno(linux.ioctl(fd, linux.SIOCGIFCONF, @intFromPtr(&conf))) != .SUCCESS) return 0;
+    const found: usize = @intCast(@divFloor(conf.len, @sizeOf(linux.ifreq)));
+    var count: usize = 0;
+    for (requests[0..found]) |request| {
+        if (count == buffer.len) break;
+        if (request.ifru.addr.family != linux.AF.INET) continue;
+        const in: *const linux.sockaddr.in = @ptrCast(&request.ifru.addr);
+        const address: std.Io.net.IpAddress = .{ .ip4 = .{ .bytes = @bitCast(in.addr), .port = port } };
+        if (!contains(buffer[0..count], address)) {
+            buffer[count] = address;
+            count += 1;
+        }
+    }
+    return count;
+}
+
+/// IPv6 addresses from /proc/net/if_inet6 (`ADDRESS IFINDEX PREFIX SCOPE FLAGS NAME` per
+/// line, the address as 32 hex digits), link-local ones left out.
+fn ip6Addresses(port: u16, buffer: []std.Io.net.IpAddress) usize {
+    var text_buffer: [interfaces_max * 64]u8 = undefined;
+    const text = readProcFile("/proc/net/if_inet6", &text_buffer) orelse return 0;
+    var count: usize = 0;
+    var lines = std.mem.tokenizeScalar(u8, text, '\n');
+    while (lines.next()) |line| {
+        if (count == buffer.len) break;
+        if (line.len < 32) continue;
+        var bytes: [16]u8 = undefined;
+        _ = std.fmt.hexToBytes(&bytes, line[0..32]) catch continue;
+        const ip6: std.Io.net.Ip6Address = .{ .bytes = bytes, .port = port };
+        if (ip6.isLinkLocal()) continue;
+        const address: std.Io.net.IpAddress = .{ .ip6 = ip6 };
+        if (!contains(buffer[0..count], address)) {
+            buffer[count] = address;
+            count += 1;
+        }
+    }
+    return count;
+}
+
+/// Whether IPv6 sockets take no IPv4 connections by default (`net.ipv6.bindv6only`).
+fn ip6Only() bool {
+    var buffer: [8]u8 = undefined;
+    const text = readProcFile("/proc/sys/net/ipv6/bindv6only", &buffer) orelse return false;
+    return text.len > 0 and text[0] == '1';
+}
+
+fn readProcFile(path: [*:0]const u8, buffer: []u8) ?[]const u8 {
+    const linux = std.os.linux;
+    const rc = linux.open(path, .{ .CLOEXEC = true }, 0);
+    if (linux.errno(rc) != .SUCCESS) return null;
+    const fd: linux.fd_t = @intCast(rc);
+    defer _ = linux.close(fd);
+    var len: usize = 0;
+    while (len < buffer.len) {
+        const n = linux.read(fd, buffer[len..].ptr, buffer.len - len);
+        if (linux.errno(n) != .SUCCESS) return null;
+        if (n == 0) break;
+        len += n;
+    }
+    return buffer[0..len];
+}
+
+fn contains(addresses: []const std.Io.net.IpAddress, address: std.Io.net.IpAddress) bool {
+    for (addresses) |a| if (a.eql(&address)) return true;
+    return false;
+}
+
+test "announce: every interface is listed for 0.0.0.0 and ::, loopback among them" {
+    var buffer: [4096]u8 = undefined;
+    var w: std.Io.Writer = .fixed(&buffer);
+    try writeAnnouncement(&w, "0.0.0.0", 8080);
+    const text = w.buffered();
+    try std.testing.expect(std.mem.startsWith(u8, text, "listening on http://0.0.0.0:8080\n"));
+    try std.testing.expect(std.mem.find(u8, text, "\n  http://127.0.0.1:8080\n") != null);
+
+    w = .fixed(&buffer);
+    try writeAnnouncement(&w, "127.0.0.1", 8080);
+    try std.testing.expectEqualStrings("listening on http://127.0.0.1:8080\n", w.buffered());
+    w = .fixed(&buffer);
+    try writeAnnouncement(&w, "::1", 80);
+    try std.testing.expectEqualStrings("listening on http://[::1]:80\n", w.buffered());
+
+    var addresses: [interfaces_max * 2]std.Io.net.IpAddress = undefined;
+    const ip6 = localAddresses(.ip6, 80, &addresses);
+    for (ip6) |address| if (address == .ip6) try std.testing.expect(!address.ip6.isLinkLocal());
+    // Where the kernel has IPv6, its loopback is there.
+    if (readProcFile("/proc/net/if_inet6", &buffer)) |text6| if (std.mem.find(u8, text6, "00000000000000000000000000000001") != null) {
+        try std.testing.expect(contains(ip6, .{ .ip6 = .loopback(80) }));
+    };
 }
 
 test "applyServerFlag: values, errors and unknown flags" {

@@ -738,6 +738,11 @@ const CliServer = struct {
 
     /// Spawns `saker serve ARGS...` (stdout piped) and reads the `listening on` line.
     fn start(server: *CliServer, args: []const []const u8) !void {
+        return server.startOn("127.0.0.1", args);
+    }
+
+    /// `start`, for a server that listens on `host` (`-b`).
+    fn startOn(server: *CliServer, host: []const u8, args: []const []const u8) !void {
         const io = testing.io;
         var argv: std.ArrayList([]const u8) = .empty;
         defer argv.deinit(testing.allocator);
@@ -748,7 +753,8 @@ const CliServer = struct {
         errdefer server.child.kill(io);
         server.reader = server.child.stdout.?.readerStreaming(io, &server.buffer);
         const line = std.mem.trimEnd(u8, try server.reader.interface.takeDelimiterInclusive('\n'), "\n");
-        const prefix = "listening on http://127.0.0.1:";
+        var prefix_buffer: [64]u8 = undefined;
+        const prefix = try std.mem.print(&prefix_buffer, "listening on http://{s}:", .{host});
         if (!std.mem.startsWith(u8, line, prefix)) return error.UnexpectedFirstLine;
         server.port = try std.fmt.parseInt(u16, line[prefix.len..], 10);
     }
@@ -761,6 +767,29 @@ const CliServer = struct {
         return server.child.wait(testing.io);
     }
 };
+
+test "saker serve -b 0.0.0.0: the URL of every interface address follows, loopback among them" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    var server: CliServer = undefined;
+    try server.startOn("0.0.0.0", &.{ fixture.root_path, "-b", "0.0.0.0", "-p", "0", "--access-log", "off" });
+    var stopped = false;
+    defer if (!stopped) server.child.kill(testing.io);
+    var expected_buffer: [64]u8 = undefined;
+    const expected = try std.mem.print(&expected_buffer, "  http://127.0.0.1:{d}\n", .{server.port});
+    // The address lines came with the first, in one write (under PIPE_BUF, so whole): they
+    // are in the reader's buffer already, and nothing here waits for more.
+    const rest = server.reader.interface.buffered();
+    errdefer std.debug.print("after the first line: {s}\n", .{rest});
+    try testing.expect(std.mem.find(u8, rest, expected) != null);
+    var lines = std.mem.tokenizeScalar(u8, rest, '\n');
+    while (lines.next()) |line| try testing.expect(std.mem.startsWith(u8, line, "  http://"));
+    const response = try Client.fetch(testing.allocator, server.port, "GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    defer response.deinit(testing.allocator);
+    try expectStatus(response, 200);
+    stopped = true;
+    try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try server.stop());
+}
 
 test "saker CLI: a port another saker listens on is in use (exit 2), also for the library" {
     var fixture = try Fixture.create();
