@@ -53,6 +53,9 @@ pub fn build(b: *std.Build) void {
     b.installArtifact(cli);
     const run_cli = b.addRunArtifact(cli);
     run_cli.addPassthruArgs();
+    // `build run` leaves `zig-out/bin/saker` behind (the README's next commands use it), and
+    // only that: not the examples.
+    run_cli.step.dependOn(&b.addInstallArtifact(cli, .{}).step);
     b.step("run", "Run the saker CLI: ./zigw build run -- serve DIR").dependOn(&run_cli.step);
     b.step("run-saker", "Run the saker CLI (same as run)").dependOn(&run_cli.step);
 

@@ -12,12 +12,21 @@ pub fn ioUringAvailable() bool {
     if (probed) |available| return available;
     const config: saker.Config = .{};
     saker.engine.IoUring.probe(&config) catch |err| {
-        std.debug.print("io_uring refused by this kernel ({t}): the io_uring cases are skipped\n", .{err});
+        std.debug.print("skipped: the io_uring cases: this kernel refuses io_uring ({t})\n", .{err});
         probed = false;
         return false;
     };
     probed = true;
     return true;
+}
+
+/// For a test whose real client `tool` could not be started (`err`): a missing tool skips
+/// the test, saying so on a `skipped:` line (`tests/run` lists them at the end); any other
+/// error is the test's failure.
+pub fn skipWithout(tool: []const u8, err: anyerror) anyerror {
+    if (err != error.FileNotFound) return err;
+    std.debug.print("skipped: the tests that run {s}: it is not installed (tests/tools installs it as root or with sudo)\n", .{tool});
+    return error.SkipZigTest;
 }
 
 /// `kinds` without `io_uring` when the kernel refuses it.

@@ -5,6 +5,7 @@ const testing = std.testing;
 const linux = std.os.linux;
 const saker = @import("saker");
 const usable = @import("engines.zig").usable;
+const skipWithout = @import("engines.zig").skipWithout;
 const build_options = @import("build_options");
 const Client = @import("Client.zig");
 const sleepMs = @import("clock.zig").sleepMs;
@@ -881,10 +882,7 @@ test "curl as a real client: keep-alive, POST, HEAD and chunked upload" {
             "curl",                       "--silent",      "--show-error", "--fail", root,     root,
             "--next",                     "--data-binary", "abc",          echo,     "--next", "--header",
             "Transfer-Encoding: chunked", "--data-binary", "chunky",       echo,
-        } }) catch |err| {
-            std.debug.print("curl could not run ({t}); .ci/run installs it\n", .{err});
-            return err;
-        };
+        } }) catch |err| return skipWithout("curl", err);
         defer testing.allocator.free(result.stdout);
         defer testing.allocator.free(result.stderr);
         try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, result.term);
