@@ -42,6 +42,8 @@ pub const content_type = @import("content_type.zig");
 pub const cookies = @import("app/cookies.zig");
 pub const multipart = @import("app/multipart.zig");
 pub const client_error = @import("client_error.zig");
+/// Test helpers: run a handler or router on a request built in the test, read the response.
+pub const testing = @import("testing.zig");
 pub const ClientError = client_error.ClientError;
 /// What a handler's optional `onHead` hook returns: how to receive the request body.
 pub const BodyAction = Worker.BodyAction;

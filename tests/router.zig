@@ -1108,3 +1108,8 @@ test "arena: one request is held to arena_request_bytes_max (500); its memory co
         try testing.expectEqual(@as(u64, overflow_max), remaining);
     }
 }
+
+test {
+    // The README's "Testing a handler", with the README's handler.
+    _ = @import("readme.zig");
+}

@@ -47,6 +47,15 @@ pub fn init(call: *HandlerCall, options: Options) void {
     });
 }
 
+/// Sets up the request from `options`, then runs `handler.handle(req, res)` on it (a handler
+/// type as `Server` takes, a `Router` value, ...). The handler's error is returned as is; the
+/// response is left as the handler made it. `call` may be run again (the arena is the
+/// caller's to reset).
+pub fn run(call: *HandlerCall, handler: anytype, options: Options) !void {
+    call.init(options);
+    try handler.handle(&call.request, &call.response);
+}
+
 /// The value of response header `name` (case-insensitive), or null.
 pub fn header(call: *const HandlerCall, name: []const u8) ?[]const u8 {
     for (call.response.headers()) |h| if (std.ascii.eqlIgnoreCase(h.name, name)) return h.value;
