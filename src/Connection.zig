@@ -1,10 +1,11 @@
 //! One client connection, whatever its protocol and transport: what engines drive. It holds
 //! what every protocol shares (the worker serving it, the client's address, the sink of an
-//! engine that runs handlers on the connection's own thread), the transport between socket
-//! and protocol bytes (`transport.zig`), and the active protocol session as a tagged union,
-//! and it forwards the engine contract (`engine_contract.zig`) to them. It makes no syscalls
-//! and holds no protocol framing: adding a protocol is a variant of `Protocol` and a session
-//! file; adding a transport, a variant of `Transport` and its file.
+//! engine that runs handlers on the connection's own thread, the read and send deadlines),
+//! the transport between socket and protocol bytes (`transport.zig`), and the active
+//! protocol session as a tagged union, and it forwards the engine contract
+//! (`engine_contract.zig`) to them. It makes no syscalls and holds no protocol framing:
+//! adding a protocol is a variant of `Protocol` and a session file; adding a transport, a
+//! variant of `Transport` and its file.
 const std = @import("std");
 const Worker = @import("Worker.zig");
 const Config = @import("Config.zig");
@@ -27,7 +28,18 @@ peer: ?*const std.Io.net.IpAddress = null,
 /// bodies the handler pulls (`req.bodyReader()`).
 sink: ?*const Handoff.Sink = null,
 transport: Transport = .{ .plain = .{} },
+/// When the read and send sides time out, whatever protocol the connection speaks: the
+/// active protocol sets them, and says which one applies now (`deadline`).
+deadlines: Deadlines,
 protocol: Protocol,
+
+/// Deadlines on the worker's clock (milliseconds).
+pub const Deadlines = struct {
+    /// The read side: idle, request head, body or lingering close, as the protocol sets it.
+    read_ms: u64,
+    /// A batch being sent that makes no progress.
+    send_ms: u64 = 0,
+};
 
 /// The protocol sessions a connection can speak. Each offers the engine contract's calls
 /// (see `engine_contract.zig`); the connection picks the active one. Every connection starts
@@ -68,7 +80,11 @@ const overloaded_body = "503 Service Unavailable: too many connections\n";
 
 /// A new connection, idle until its first byte arrives. Every connection starts as HTTP/1.
 pub fn init(worker: *Worker) Connection {
-    return .{ .worker = worker, .protocol = .{ .http1 = .init(worker.now_ms, worker.config.idle_timeout_ms) } };
+    return .{
+        .worker = worker,
+        .deadlines = .{ .read_ms = worker.now_ms + worker.config.idle_timeout_ms },
+        .protocol = .{ .http1 = .{} },
+    };
 }
 
 /// A new connection that has no worker yet (a `worker_pool` poller parks it; a pool thread
@@ -77,7 +93,8 @@ pub fn initParked(now_ms: u64, config: *const Config, sink: *const Sink) Connect
     return .{
         .worker = undefined,
         .sink = sink,
-        .protocol = .{ .http1 = .init(now_ms, config.idle_timeout_ms) },
+        .deadlines = .{ .read_ms = now_ms + config.idle_timeout_ms },
+        .protocol = .{ .http1 = .{} },
     };
 }
 
@@ -235,7 +252,7 @@ pub fn onPoolEvent(c: *Connection) void {
 fn upgrade(c: *Connection) void {
     const handover = c.protocol.http1.takeUpgrade();
     c.protocol.http1.deinit();
-    c.protocol = .{ .websocket = .init(handover.exchange, handover.session, handover.send_deadline_ms) };
+    c.protocol = .{ .websocket = .init(handover) };
     c.protocol.websocket.open();
 }
 

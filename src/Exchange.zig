@@ -67,9 +67,9 @@ response: Response = undefined,
 prepared: bool = false,
 /// Whether `response` was made by `Response.init` once, so `Response.reset` can renew it.
 response_ready: bool = false,
-/// The WebSocket session a handler accepted, from its 101 until the connection switches
-/// protocols (kept here, not in the HTTP/1 session, so an idle connection stays small).
-upgrade: ?*WebSocketSession = null,
+/// The WebSocket session a handler accepted, from its 101 for as long as the connection
+/// speaks WebSocket (kept here, not in the protocol sessions, so a connection stays small).
+websocket: ?*WebSocketSession = null,
 
 // While the handler runs on a pool thread:
 /// Link in the worker's list of connections the handler pool posted.

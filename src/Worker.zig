@@ -266,7 +266,7 @@ pub fn releaseExchange(worker: *Worker, exchange: *Exchange) void {
     exchange.iovec_count = 0;
     exchange.iovec_index = 0;
     exchange.parser.reset();
-    assert(exchange.upgrade == null); // given back or handed over first
+    assert(exchange.websocket == null); // given back first
     exchange.next_free = worker.free_exchanges;
     worker.free_exchanges = exchange;
     worker.exchanges_busy -= 1;

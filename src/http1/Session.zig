@@ -45,10 +45,6 @@ close_after_send: bool = false,
 linger: bool = false,
 /// Requests answered on this connection.
 requests_served: u32 = 0,
-/// When the read side times out (idle, head, body or linger), on the worker's clock.
-read_deadline_ms: u64,
-/// When a batch that makes no progress times out.
-send_deadline_ms: u64 = 0,
 
 /// Where a connection is in its request/response cycle.
 pub const Phase = enum {
@@ -91,15 +87,15 @@ pub fn completionLink(c: *Session) *Exchange.CompletionLink {
     return &c.exchange.?.completion;
 }
 
-/// A new connection's session, idle until its first byte arrives (or `idle_timeout_ms` from
-/// `now_ms` passes).
-pub fn init(now_ms: u64, idle_timeout_ms: u32) Session {
-    return .{ .read_deadline_ms = now_ms + idle_timeout_ms };
-}
-
 /// The connection this session belongs to (it lives in `Connection.protocol`).
 inline fn connection(c: *const Session) *Connection {
     return Connection.owner.of(.http1, c);
+}
+
+/// The connection's deadlines: this session sets them (the read side's by phase: idle, head,
+/// body, linger) and says which applies (`deadline`).
+inline fn deadlines(c: *const Session) *Connection.Deadlines {
+    return &c.connection().deadlines;
 }
 
 /// The worker serving the connection now (a `worker_pool` connection changes workers).
@@ -110,8 +106,8 @@ inline fn worker(c: *const Session) *Worker {
 /// Gives back everything the connection holds. Call once, after the socket is closed.
 pub fn deinit(c: *Session) void {
     if (c.exchange) |x| {
-        if (x.upgrade) |session| session.release(); // its 101 could not be sent
-        x.upgrade = null;
+        if (x.websocket) |session| session.release(); // its 101 could not be sent
+        x.websocket = null;
         if (x.file) |file| file.done();
         x.file = null;
         x.iovec_index = x.iovec_count;
@@ -157,13 +153,13 @@ pub fn deadline(c: *const Session) u64 {
     if (c.phase == .handling) {
         // Only a chunk the handler is streaming can stall; the handler itself is not timed.
         const x = c.exchange.?;
-        if (x.handoff.pendingSend() != null) return c.send_deadline_ms;
+        if (x.handoff.pendingSend() != null) return c.deadlines().send_ms;
         // A body read the handler waits for is timed like any body read.
-        if (x.handoff.readPending()) return c.read_deadline_ms;
+        if (x.handoff.readPending()) return c.deadlines().read_ms;
         return std.math.maxInt(u64);
     }
-    if (c.exchange) |x| if (x.sending()) return c.send_deadline_ms;
-    return c.read_deadline_ms;
+    if (c.exchange) |x| if (x.sending()) return c.deadlines().send_ms;
+    return c.deadlines().read_ms;
 }
 
 /// The buffer to read into. Borrows an exchange if the connection was idle; null when the
@@ -212,7 +208,7 @@ pub fn onRecv(c: *Session, n: usize) void {
     switch (c.phase) {
         .idle => {
             c.phase = .head;
-            c.read_deadline_ms = c.worker().now_ms + c.worker().config.header_timeout_ms;
+            c.deadlines().read_ms = c.worker().now_ms + c.worker().config.header_timeout_ms;
             x.recv_end += @intCast(n);
         },
         .head => x.recv_end += @intCast(n),
@@ -224,7 +220,7 @@ pub fn onRecv(c: *Session, n: usize) void {
             }
             // `body_timeout_ms` bounds the time without progress, not the whole body: a
             // large upload over a slow link keeps going as long as bytes keep coming.
-            c.read_deadline_ms = c.worker().now_ms + c.worker().config.body_timeout_ms;
+            c.deadlines().read_ms = c.worker().now_ms + c.worker().config.body_timeout_ms;
         },
         .linger => return,
         .shutdown, .closed, .handling, .upgraded => unreachable,
@@ -235,7 +231,7 @@ pub fn onRecv(c: *Session, n: usize) void {
 /// `n` bytes of the batch (iovecs, then file) were sent.
 pub fn onSend(c: *Session, n: usize) void {
     const x = c.exchange.?;
-    c.send_deadline_ms = c.worker().now_ms + c.worker().config.write_timeout_ms;
+    c.deadlines().send_ms = c.worker().now_ms + c.worker().config.write_timeout_ms;
     if (c.phase == .handling) return x.handoff.sent(n);
     if (x.iovec_index < x.iovec_count) {
         x.advanceIovecs(n);
@@ -256,7 +252,7 @@ pub fn onSend(c: *Session, n: usize) void {
 pub fn onShutdown(c: *Session) void {
     assert(c.phase == .shutdown);
     c.phase = .linger;
-    c.read_deadline_ms = c.worker().now_ms + c.worker().config.linger_timeout_ms;
+    c.deadlines().read_ms = c.worker().now_ms + c.worker().config.linger_timeout_ms;
 }
 
 /// The socket failed (reset, broken pipe): nothing more can be done but close.
@@ -315,19 +311,16 @@ pub inline fn upgraded(c: *const Session) bool {
     return c.phase == .upgraded;
 }
 
-/// What the WebSocket protocol takes over at the switch.
-pub const Upgrade = struct { exchange: *Exchange, session: *WebSocketSession, send_deadline_ms: u64 };
-
-/// Hands the exchange (with the 101 in its batch and any frames received behind the
-/// handshake) and the WebSocket session over; this session then holds nothing.
-pub fn takeUpgrade(c: *Session) Upgrade {
+/// Hands the exchange over (with the 101 in its batch, any frames received behind the
+/// handshake, and the WebSocket session, `Exchange.websocket`); this session then holds
+/// nothing.
+pub fn takeUpgrade(c: *Session) *Exchange {
     assert(c.phase == .upgraded);
     const x = c.exchange.?;
-    const upgrade: Upgrade = .{ .exchange = x, .session = x.upgrade.?, .send_deadline_ms = c.send_deadline_ms };
-    x.upgrade = null;
+    assert(x.websocket != null);
     c.exchange = null;
     c.phase = .closed;
-    return upgrade;
+    return x;
 }
 
 fn onPeerClosed(c: *Session) void {
@@ -345,7 +338,7 @@ fn releaseIfIdle(c: *Session) void {
     c.exchange = null;
     if (c.phase == .head) {
         c.phase = .idle;
-        c.read_deadline_ms = c.worker().now_ms + c.worker().config.idle_timeout_ms;
+        c.deadlines().read_ms = c.worker().now_ms + c.worker().config.idle_timeout_ms;
     }
 }
 
@@ -367,7 +360,7 @@ fn process(c: *Session) void {
             else => break,
         }
     }
-    if (x.sending()) c.send_deadline_ms = c.worker().now_ms + c.worker().config.write_timeout_ms;
+    if (x.sending()) c.deadlines().send_ms = c.worker().now_ms + c.worker().config.write_timeout_ms;
 }
 
 /// Returns true when a head is complete and the body phase has begun.
@@ -416,7 +409,7 @@ fn startBody(c: *Session, x: *Exchange) bool {
     x.arena.beginRequest();
     c.phase = .body;
     // Without a body the request is complete now; `finishRequest` sets the next deadline.
-    if (head.framing != .none) c.read_deadline_ms = c.worker().now_ms + config.body_timeout_ms;
+    if (head.framing != .none) c.deadlines().read_ms = c.worker().now_ms + config.body_timeout_ms;
     x.prepared = false;
     const action: Worker.BodyAction = if (c.worker().dispatch.on_head) |on_head| blk: {
         c.prepare(x, "");
@@ -782,7 +775,7 @@ pub fn onPoolEvent(c: *Session) void {
     c.finishRequest(x);
     if (c.startWebSocket(x)) return;
     if (!x.batchFull() and !c.close_after_send) c.process();
-    if (x.sending()) c.send_deadline_ms = c.worker().now_ms + c.worker().config.write_timeout_ms;
+    if (x.sending()) c.deadlines().send_ms = c.worker().now_ms + c.worker().config.write_timeout_ms;
 }
 
 /// For `Handoff`: wakes the engine loop, which then looks at this connection's hand-off.
@@ -871,7 +864,7 @@ fn receivePulled(c: *Session, x: *Exchange, p: *Exchange.Pulled) error{Failed}!v
     p.raw_pos = x.body_start;
     x.recv_end = x.body_start;
     const sink = c.connection().sink.?;
-    const n = sink.read(sink.context, x.recv[x.recv_end..], c.read_deadline_ms) catch |err| switch (err) {
+    const n = sink.read(sink.context, x.recv[x.recv_end..], c.deadlines().read_ms) catch |err| switch (err) {
         error.ClientGone => return c.pullFailed(x, .client_gone),
         error.Timeout => return c.pullFailed(x, .timeout),
     };
@@ -1031,9 +1024,9 @@ fn finishResponse(c: *Session, x: *Exchange) void {
 /// to the WebSocket protocol (the 101 is in the batch; from here on, bytes are frames).
 /// Returns whether it did.
 fn startWebSocket(c: *Session, x: *Exchange) bool {
-    if (x.upgrade == null) return false;
+    if (x.websocket == null) return false;
     if (c.close_after_send) return false; // the 101 could not be written; deinit gives it back
-    if (x.sending()) c.send_deadline_ms = c.worker().now_ms + c.worker().config.write_timeout_ms;
+    if (x.sending()) c.deadlines().send_ms = c.worker().now_ms + c.worker().config.write_timeout_ms;
     c.phase = .upgraded;
     return true;
 }
@@ -1059,7 +1052,7 @@ fn finishUpgrade(c: *Session, x: *Exchange, options: @import("../websocket.zig")
         .headers = res.headers(),
     };
     // Held even if the head cannot be written: `deinit` gives it back.
-    x.upgrade = session;
+    x.websocket = session;
     c.appendHead(x, &head) catch return;
 }
 
@@ -1193,7 +1186,7 @@ fn finishRequest(c: *Session, x: *Exchange) void {
     c.requests_served += 1;
     c.worker().requests_total += 1;
     c.phase = .head;
-    c.read_deadline_ms = c.worker().now_ms + c.worker().config.header_timeout_ms;
+    c.deadlines().read_ms = c.worker().now_ms + c.worker().config.header_timeout_ms;
 }
 
 /// Answers with an error status and closes (see README.md, Limits).
@@ -1218,7 +1211,7 @@ fn fail(c: *Session, status: http.Status, message: []const u8) void {
     @memcpy(out[written.len..][0..body.len], body);
     // A file body would have ended the batch, so there is room for one more iovec.
     x.appendIovec(out[0..len]);
-    c.send_deadline_ms = c.worker().now_ms + c.worker().config.write_timeout_ms;
+    c.deadlines().send_ms = c.worker().now_ms + c.worker().config.write_timeout_ms;
 }
 
 /// Called when the batch has been sent: continue with pipelined requests, go idle, or close.

@@ -16,17 +16,12 @@ const Session = @import("Session.zig");
 const Protocol = @This();
 
 /// The buffers, borrowed from the worker by the HTTP/1 session and kept while the WebSocket
-/// is open (the 101 response may still be in its batch).
+/// is open (the 101 response may still be in its batch), with the session that handles the
+/// frames, messages and callbacks (`Exchange.websocket`).
 exchange: *Exchange,
-/// The frames, messages and callbacks.
-session: *Session,
 phase: Phase = .open,
 /// Close once the current batch has been sent (`Session` asks for it).
 close_after_send: bool = false,
-/// While a batch is being sent: when it times out if it makes no progress; while lingering:
-/// when lingering ends (worker clock). The two never overlap: nothing is sent once the write
-/// side is shut.
-deadline_ms: u64,
 
 pub const Phase = enum(u8) {
     /// Frames flow both ways (including the closing handshake, which `Session` tracks).
@@ -40,19 +35,30 @@ pub const Phase = enum(u8) {
 };
 
 /// The session for an upgrade whose 101 is in `x`'s batch; `open` starts it once it is in
-/// place (it calls back into the handler, which may send).
-pub fn init(x: *Exchange, session: *Session, send_deadline_ms: u64) Protocol {
-    return .{ .exchange = x, .session = session, .deadline_ms = send_deadline_ms };
+/// place (it calls back into the handler, which may send). The connection's send deadline
+/// carries over; its read deadline becomes the lingering close's once the write side is shut
+/// (frames are timed by `Session`'s ping and close timers).
+pub fn init(x: *Exchange) Protocol {
+    assert(x.websocket != null);
+    return .{ .exchange = x };
+}
+
+inline fn session(p: *const Protocol) *Session {
+    return p.exchange.websocket.?;
 }
 
 /// Calls `onOpen` and handles the frames that arrived right behind the handshake.
 pub fn open(p: *Protocol) void {
-    p.session.open(p.connection(), p.exchange);
+    p.session().open(p.connection(), p.exchange);
     p.armSendDeadline();
 }
 
 inline fn connection(p: *const Protocol) *Connection {
     return Connection.owner.of(.websocket, p);
+}
+
+inline fn deadlines(p: *const Protocol) *Connection.Deadlines {
+    return &p.connection().deadlines;
 }
 
 inline fn worker(p: *const Protocol) *Worker {
@@ -75,8 +81,9 @@ pub fn closeNow(p: *Protocol) void {
 }
 
 pub fn deinit(p: *Protocol) void {
-    p.session.release();
     const x = p.exchange;
+    p.session().release();
+    x.websocket = null;
     assert(x.file == null); // WebSocket sends no files
     x.iovec_index = x.iovec_count;
     p.worker().releaseExchange(x);
@@ -98,7 +105,7 @@ pub fn recvBuffer(p: *Protocol) ?[]u8 {
     const x = p.exchange;
     switch (p.phase) {
         .open => {
-            if (p.session.directBuffer(x)) |direct| return direct;
+            if (p.session().directBuffer(x)) |direct| return direct;
             if (x.head_start > 0) x.compact();
             assert(x.recv_end < x.recv.len);
             return x.recv[x.recv_end..];
@@ -111,13 +118,13 @@ pub fn recvBuffer(p: *Protocol) ?[]u8 {
 pub fn onRecv(p: *Protocol, n: usize) void {
     if (n == 0) {
         // The client closed the TCP connection (without a closing handshake if still open).
-        p.session.onPeerClosed();
+        p.session().onPeerClosed();
         p.phase = .closed;
         return;
     }
     switch (p.phase) {
         .open => {
-            p.session.onRecv(p.exchange, n);
+            p.session().onRecv(p.exchange, n);
             p.armSendDeadline();
         },
         .linger => {},
@@ -129,7 +136,7 @@ pub fn onWouldBlock(_: *Protocol) void {}
 
 pub fn onSend(p: *Protocol, n: usize) void {
     const x = p.exchange;
-    p.deadline_ms = p.worker().now_ms + p.worker().config.write_timeout_ms;
+    p.deadlines().send_ms = p.worker().now_ms + p.worker().config.write_timeout_ms;
     x.advanceIovecs(n);
     if (x.sending()) return;
     x.clearBatch();
@@ -137,7 +144,7 @@ pub fn onSend(p: *Protocol, n: usize) void {
         p.phase = .shutdown;
         return;
     }
-    p.session.onBatchSent(x);
+    p.session().onBatchSent(x);
     p.armSendDeadline();
 }
 
@@ -148,7 +155,7 @@ pub fn fileFollows(_: *const Protocol) ?contract.File {
 pub fn onShutdown(p: *Protocol) void {
     assert(p.phase == .shutdown);
     p.phase = .linger;
-    p.deadline_ms = p.worker().now_ms + p.worker().config.linger_timeout_ms;
+    p.deadlines().read_ms = p.worker().now_ms + p.worker().config.linger_timeout_ms;
 }
 
 pub fn onError(p: *Protocol) void {
@@ -156,10 +163,10 @@ pub fn onError(p: *Protocol) void {
 }
 
 pub fn deadline(p: *const Protocol) u64 {
-    if (p.exchange.sending()) return p.deadline_ms;
+    if (p.exchange.sending()) return p.deadlines().send_ms;
     return switch (p.phase) {
-        .open => p.session.deadline(),
-        .linger, .shutdown, .closed => p.deadline_ms,
+        .open => p.session().deadline(),
+        .linger, .shutdown, .closed => p.deadlines().read_ms,
     };
 }
 
@@ -170,7 +177,7 @@ pub fn onTimeout(p: *Protocol) void {
     }
     switch (p.phase) {
         .open => {
-            p.session.onTimeout(p.exchange);
+            p.session().onTimeout(p.exchange);
             p.armSendDeadline();
         },
         .linger, .shutdown, .closed => p.phase = .closed,
@@ -181,7 +188,7 @@ pub fn onTimeout(p: *Protocol) void {
 /// `linger_timeout_ms` passes).
 pub fn drain(p: *Protocol) void {
     if (p.phase != .open) return;
-    p.session.drain(p.exchange);
+    p.session().drain(p.exchange);
     p.armSendDeadline();
 }
 
@@ -192,7 +199,7 @@ pub fn idle(_: *const Protocol) bool {
 
 pub fn onWake(p: *Protocol) void {
     if (p.phase != .open) return;
-    p.session.onWake(p.exchange);
+    p.session().onWake(p.exchange);
     p.armSendDeadline();
 }
 
@@ -218,5 +225,5 @@ pub fn completionLink(p: *Protocol) *Exchange.CompletionLink {
 }
 
 fn armSendDeadline(p: *Protocol) void {
-    if (p.exchange.sending()) p.deadline_ms = p.worker().now_ms + p.worker().config.write_timeout_ms;
+    if (p.exchange.sending()) p.deadlines().send_ms = p.worker().now_ms + p.worker().config.write_timeout_ms;
 }

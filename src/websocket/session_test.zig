@@ -416,7 +416,7 @@ test "Session: sends from another thread are queued and delivered on wake" {
     c.onRecv(request.len);
     const head = c.next().send;
     c.onSend(head[0].len);
-    const conn: websocket.Conn = .{ .session = c.protocol.websocket.session, .generation = c.protocol.websocket.session.generation };
+    const conn: websocket.Conn = .{ .session = c.protocol.websocket.exchange.websocket.?, .generation = c.protocol.websocket.exchange.websocket.?.generation };
 
     const Sender = struct {
         fn run(handle: websocket.Conn, result: *?websocket.Conn.SendError) void {
@@ -431,7 +431,7 @@ test "Session: sends from another thread are queued and delivered on wake" {
     try testing.expectEqual(@as(?websocket.Conn.SendError, null), failure);
     try testing.expect(c.next() == .recv); // not in the batch until the engine is woken
     const woken = fixture.worker.takeWoken().?;
-    try testing.expectEqual(c.protocol.websocket.session, woken);
+    try testing.expectEqual(c.protocol.websocket.exchange.websocket.?, woken);
     fixture.worker.clearWake();
     c.onWake();
     const out = c.next().send;
