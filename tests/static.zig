@@ -270,6 +270,18 @@ test "static: directories redirect to the slash form; listing escapes names" {
         // "up" resolves to the root (shown), "upup" leaves it (hidden).
         try testing.expect(std.mem.find(u8, html, "href=\"./up/\"") != null);
         try testing.expect(std.mem.find(u8, html, "upup") == null);
+        // The column links sort, largest first here; directories stay first.
+        try testing.expect(std.mem.find(u8, html, "<a href=\"?sort=size&amp;order=desc\">Size</a>") != null);
+        const by_size = try running.get("/sub/?sort=size&order=desc");
+        defer by_size.deinit(testing.allocator);
+        try expectStatus(by_size, 200);
+        const sized = by_size.body;
+        try testing.expect(std.mem.find(u8, sized, "Size ↓</a>") != null);
+        const order = [_][]const u8{ "href=\"./deeper/\"", "href=\"./%3Cb%3E", "href=\"./before-1970.txt\"", "href=\"./b.css\"", "href=\"./a.txt\"" };
+        for (order[0 .. order.len - 1], order[1..]) |first, second| {
+            errdefer std.debug.print("{s} should come before {s}\n", .{ first, second });
+            try testing.expect(std.mem.find(u8, sized, first).? < std.mem.find(u8, sized, second).?);
+        }
 
         const root_page = try running.get("/empty%20dir/");
         defer root_page.deinit(testing.allocator);
@@ -280,6 +292,50 @@ test "static: directories redirect to the slash form; listing escapes names" {
         defer file_slash.deinit(testing.allocator);
         try expectStatus(file_slash, 404);
     }
+}
+
+test "static: cors_origin answers the allowed origin's preflights and marks its responses, on every engine" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    for (usable(&engines)) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try Running.start(kind, fixture.root_path, .{ .cors_origin = "https://app.example" });
+        defer running.stop();
+        const preflight = try running.request("OPTIONS", "/hello.txt", "Origin: https://app.example\r\n" ++
+            "Access-Control-Request-Method: GET\r\nAccess-Control-Request-Headers: range\r\n");
+        defer preflight.deinit(testing.allocator);
+        try expectStatus(preflight, 204);
+        try testing.expectEqualStrings("https://app.example", preflight.header("Access-Control-Allow-Origin").?);
+        try testing.expectEqualStrings("GET, HEAD", preflight.header("Access-Control-Allow-Methods").?);
+        try testing.expect(std.mem.find(u8, preflight.header("Access-Control-Allow-Headers").?, "Range") != null);
+
+        const read = try running.request("GET", "/hello.txt", "Origin: https://app.example\r\n");
+        defer read.deinit(testing.allocator);
+        try expectStatus(read, 200);
+        try testing.expectEqualStrings("Hello, static world!\n", read.body);
+        try testing.expectEqualStrings("https://app.example", read.header("Access-Control-Allow-Origin").?);
+        try testing.expect(std.mem.find(u8, read.header("Access-Control-Expose-Headers").?, "Content-Range") != null);
+        try testing.expectEqualStrings("Origin", read.header("Vary").?);
+
+        // Another origin: served (CORS only governs what its page may read), without the header;
+        // its preflight is an OPTIONS like any other (405).
+        const other = try running.request("GET", "/hello.txt", "Origin: https://evil.example\r\n");
+        defer other.deinit(testing.allocator);
+        try expectStatus(other, 200);
+        try testing.expect(other.header("Access-Control-Allow-Origin") == null);
+        const other_preflight = try running.request("OPTIONS", "/hello.txt", "Origin: https://evil.example\r\n" ++
+            "Access-Control-Request-Method: GET\r\n");
+        defer other_preflight.deinit(testing.allocator);
+        try expectStatus(other_preflight, 405);
+        try testing.expect(other_preflight.header("Access-Control-Allow-Origin") == null);
+    }
+    // `*`: every origin, no Vary.
+    const running = try Running.start(.epoll, fixture.root_path, .{ .cors_origin = "*" });
+    defer running.stop();
+    const any = try running.request("GET", "/hello.txt", "Origin: https://anyone.example\r\n");
+    defer any.deinit(testing.allocator);
+    try testing.expectEqualStrings("*", any.header("Access-Control-Allow-Origin").?);
+    try testing.expect(any.header("Vary") == null);
 }
 
 test "static: traversal, symlinks out of the root, dotfiles, NUL, backslash, FIFO" {
@@ -706,6 +762,8 @@ test "saker CLI: bad input is one line on stderr and exit status 2" {
         .{ &.{ "serve", fixture.root_path, "--dotfiles=yes" }, "--dotfiles takes no value" },
         .{ &.{ "serve", fixture.root_path, "-p" }, "--port needs a value" },
         .{ &.{ "serve", fixture.root_path, "--access-log", "/no/such/dir/log" }, "--access-log" },
+        .{ &.{ "serve", fixture.root_path, "--cors", "app.example" }, "--cors 'app.example': must be * or an origin" },
+        .{ &.{ "serve", fixture.root_path, "--cors" }, "--cors needs a value" },
     };
     for (cases) |case| {
         const result = try runCli(case[0]);

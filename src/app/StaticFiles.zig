@@ -63,6 +63,11 @@ pub const Options = struct {
     index: []const u8 = "index.html",
     /// A Cache-Control value added to file responses.
     cache_control: ?[]const u8 = null,
+    /// Cross-origin reads (CORS): `*` for any origin, or one origin (`https://app.example`).
+    /// A request whose `Origin` is allowed gets `Access-Control-Allow-Origin`, and its
+    /// preflight (OPTIONS with `Access-Control-Request-Method`) a 204 allowing GET and HEAD.
+    /// Null: no CORS headers, and OPTIONS is 405 like any other method.
+    cors_origin: ?[]const u8 = null,
     /// A file (relative to the root) served with 200 for paths that do not exist, for
     /// single-page applications.
     spa_fallback: ?[]const u8 = null,
@@ -112,6 +117,8 @@ pub const InitError = error{
     FallbackNotFound,
     /// `cache_control` holds a control character.
     InvalidCacheControl,
+    /// `cors_origin` is neither `*` nor `scheme://host[:port]`.
+    InvalidCorsOrigin,
     /// openat2 is missing (Linux older than 5.6).
     Unsupported,
     SystemResources,
@@ -197,6 +204,47 @@ fn checkOptions(options: Options) InitError!void {
     }
     if (options.cache_control) |value| if (!ResponseHead.validField("Cache-Control", value))
         return error.InvalidCacheControl;
+    if (options.cors_origin) |origin| if (!validOrigin(origin)) return error.InvalidCorsOrigin;
+}
+
+/// `*`, or an origin as browsers send it (RFC 6454 §7): `scheme://host[:port]`, no path,
+/// nothing but visible ASCII.
+fn validOrigin(origin: []const u8) bool {
+    if (std.mem.eql(u8, origin, "*")) return true;
+    const scheme_end = std.mem.find(u8, origin, "://") orelse return false;
+    if (scheme_end == 0) return false;
+    for (origin[0..scheme_end]) |c| if (!std.ascii.isAlphanumeric(c) and c != '+' and c != '-' and c != '.') return false;
+    const authority = origin[scheme_end + 3 ..];
+    if (authority.len == 0) return false;
+    for (authority) |c| if (c <= ' ' or c >= 0x7f or c == '/' or c == '?' or c == '#' or c == ',') return false;
+    return true;
+}
+
+/// Headers a cross-origin page may send to a file (preflight) and read from its response.
+const cors_allowed_headers = "Range, If-Match, If-None-Match, If-Modified-Since, If-Unmodified-Since, If-Range";
+const cors_exposed_headers = "Content-Length, Content-Range, Accept-Ranges, ETag, Last-Modified";
+
+/// Adds the CORS headers `cors_origin` calls for; returns true when the request was a
+/// preflight, now answered.
+fn applyCors(sf: *const StaticFiles, req: *const Request, res: *Response) !bool {
+    const allowed = sf.options.cors_origin orelse return false;
+    const any = std.mem.eql(u8, allowed, "*");
+    // The answer depends on the request's Origin unless every origin gets the same one.
+    if (!any) try res.header("Vary", "Origin");
+    const origin = req.header("Origin") orelse return false;
+    if (!any and !std.mem.eql(u8, origin, allowed)) return false;
+    try res.header("Access-Control-Allow-Origin", if (any) "*" else allowed);
+    if (req.method == .OPTIONS and req.header("Access-Control-Request-Method") != null) {
+        try res.header("Access-Control-Allow-Methods", "GET, HEAD");
+        try res.header("Access-Control-Allow-Headers", cors_allowed_headers);
+        try res.header("Access-Control-Max-Age", "600");
+        res.status = .no_content;
+        res.content_type = null;
+        res.setBody("");
+        return true;
+    }
+    try res.header("Access-Control-Expose-Headers", cors_exposed_headers);
+    return false;
 }
 
 /// A fallback must be a regular file beneath the root when the server starts: a typo would
@@ -285,6 +333,7 @@ const Clock = struct {
 };
 
 fn respond(sf: *StaticFiles, state: *WorkerState, req: *Request, res: *Response, clock: Clock) !void {
+    if (try sf.applyCors(req, res)) return;
     switch (req.method) {
         .GET, .HEAD => {},
         else => {
@@ -552,9 +601,10 @@ fn serveListing(sf: *StaticFiles, req: *Request, res: *Response, relative: []con
             .mtime_sec = st.mtime_sec,
         });
     }
-    listing.sort(items.items);
+    const order: listing.Order = .fromQuery(req.raw_query);
+    listing.sort(items.items, order);
     res.content_type = "text/html; charset=utf-8";
-    listing.write(res.writer(), .{ .relative = relative, .items = items.items, .omitted = omitted }) catch
+    listing.write(res.writer(), .{ .relative = relative, .items = items.items, .omitted = omitted, .order = order }) catch
         return res.failure orelse error.WriteFailed;
 }
 
@@ -609,6 +659,9 @@ test "StaticFiles.init: refuses a missing root, a file root and malformed option
     try std.testing.expectError(error.InvalidFallback, init(gpa, .{ .root = root, .spa_fallback = "../x" }));
     try std.testing.expectError(error.InvalidFallback, init(gpa, .{ .root = root, .spa_fallback = "/" }));
     try std.testing.expectError(error.InvalidCacheControl, init(gpa, .{ .root = root, .cache_control = "a\r\nb" }));
+    for ([_][]const u8{ "", "example.com", "https://", "https://a.example/path", "https://a b", "https://a\r\n", "*, https://a.example", "://a" }) |origin| {
+        try std.testing.expectError(error.InvalidCorsOrigin, init(gpa, .{ .root = root, .cors_origin = origin }));
+    }
     try tmp.dir.createDirPath(std.testing.io, "app");
     try tmp.dir.writeFile(std.testing.io, .{ .sub_path = "index.html", .data = "<p>app</p>" });
     try tmp.dir.symLink(std.testing.io, "../outside.html", "escape.html", .{});

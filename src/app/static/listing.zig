@@ -1,7 +1,8 @@
 //! The HTML page listing a directory: breadcrumbs, then a table of name, size and
-//! modification time, directories first, names in order. Every name is HTML-escaped in text
-//! and percent-encoded in links, so any byte sequence a file name may hold is shown safely
-//! and links to itself. Self-contained: inline CSS, no scripts, no external requests.
+//! modification time (UTC), directories first, then by name, size or time as the column
+//! links ask (`?sort=size&order=desc`: plain links, no script). Every name is HTML-escaped in
+//! text and percent-encoded in links, so any byte sequence a file name may hold is shown
+//! safely and links to itself. Self-contained: inline CSS, no scripts, no external requests.
 const std = @import("std");
 const url_path = @import("url_path.zig");
 
@@ -13,18 +14,59 @@ pub const Item = struct {
     mtime_sec: i64,
 };
 
-/// Sorts directories first, then by name (ASCII case-insensitive, then bytewise).
-pub fn sort(items: []Item) void {
-    std.mem.sort(Item, items, {}, lessThan);
+/// How entries are ordered after directories-first.
+pub const Order = struct {
+    key: Key = .name,
+    descending: bool = false,
+
+    pub const Key = enum { name, size, date };
+
+    /// From a listing URL's query: `sort=name|size|date` and `order=asc|desc`, separated by
+    /// `&` or `;`. Anything else is ignored (the default: by name, ascending).
+    pub fn fromQuery(query: []const u8) Order {
+        var order: Order = .{};
+        var pairs = std.mem.tokenizeAny(u8, query, "&;");
+        while (pairs.next()) |pair| {
+            const eq = std.mem.findScalar(u8, pair, '=') orelse continue;
+            const name = pair[0..eq];
+            const value = pair[eq + 1 ..];
+            if (std.mem.eql(u8, name, "sort")) {
+                order.key = std.meta.stringToEnum(Key, value) orelse order.key;
+            } else if (std.mem.eql(u8, name, "order")) {
+                if (std.mem.eql(u8, value, "desc")) order.descending = true;
+                if (std.mem.eql(u8, value, "asc")) order.descending = false;
+            }
+        }
+        return order;
+    }
+
+    /// The order a column's link asks for: the current column flips its direction; another
+    /// starts with names A-Z, and sizes and times largest and newest first.
+    fn next(order: Order, key: Key) Order {
+        if (key == order.key) return .{ .key = key, .descending = !order.descending };
+        return .{ .key = key, .descending = key != .name };
+    }
+};
+
+/// Sorts directories first, then by `order`; names compare ASCII case-insensitively, then
+/// bytewise, and break ties of size and time.
+pub fn sort(items: []Item, order: Order) void {
+    std.mem.sort(Item, items, order, lessThan);
 }
 
-fn lessThan(_: void, a: Item, b: Item) bool {
+fn lessThan(order: Order, a: Item, b: Item) bool {
     if (a.directory != b.directory) return a.directory;
-    return switch (std.ascii.orderIgnoreCase(a.name, b.name)) {
-        .lt => true,
-        .gt => false,
-        .eq => std.mem.order(u8, a.name, b.name) == .lt,
+    const by_key: std.math.Order = switch (order.key) {
+        .name => .eq,
+        .size => std.math.order(a.size, b.size),
+        .date => std.math.order(a.mtime_sec, b.mtime_sec),
     };
+    const by_name: std.math.Order = switch (std.ascii.orderIgnoreCase(a.name, b.name)) {
+        .eq => std.mem.order(u8, a.name, b.name),
+        else => |o| o,
+    };
+    const total = if (by_key != .eq) by_key else by_name;
+    return if (order.descending) total == .gt else total == .lt;
 }
 
 /// What the page shows.
@@ -34,6 +76,8 @@ pub const Page = struct {
     items: []const Item,
     /// Entries left out because the directory holds more than the listing limit.
     omitted: usize = 0,
+    /// How `items` are sorted (the column links say it).
+    order: Order = .{},
 };
 
 const style =
@@ -48,6 +92,7 @@ const style =
     \\h1 .label{color:var(--muted);font-weight:400;margin-right:8px}
     \\table{width:100%;border-collapse:collapse;border:1px solid var(--line);border-radius:8px;overflow:hidden}
     \\th{text-align:left;font-size:13px;font-weight:600;color:var(--muted);background:var(--row);padding:8px 14px;border-bottom:1px solid var(--line)}
+    \\th a{color:inherit;text-decoration:none}th a:hover{text-decoration:underline}
     \\td{padding:7px 14px;border-bottom:1px solid var(--line);white-space:nowrap}
     \\tr:last-child td{border-bottom:0}
     \\tbody tr:hover{background:var(--row)}
@@ -73,7 +118,13 @@ pub fn write(w: *std.Io.Writer, page: Page) std.Io.Writer.Error!void {
     if (page.relative.len > 0) try w.writeByte('/');
     try w.writeAll("</title><style>" ++ style ++ "</style></head>\n<body><main>\n<h1><span class=\"label\">Index of</span>");
     try writeBreadcrumbs(w, page.relative);
-    try w.writeAll("</h1>\n<table>\n<thead><tr><th>Name</th><th class=\"size\">Size</th><th class=\"date\">Modified</th></tr></thead>\n<tbody>\n");
+    try w.writeAll("</h1>\n<table>\n<thead><tr><th>");
+    try writeColumn(w, page.order, .name, "Name");
+    try w.writeAll("</th><th class=\"size\">");
+    try writeColumn(w, page.order, .size, "Size");
+    try w.writeAll("</th><th class=\"date\">");
+    try writeColumn(w, page.order, .date, "Modified (UTC)");
+    try w.writeAll("</th></tr></thead>\n<tbody>\n");
     if (page.relative.len > 0) {
         try w.writeAll("<tr class=\"dir\"><td class=\"name\"><a href=\"../\">" ++ up_icon ++
             "Parent directory</a></td><td class=\"size\"></td><td class=\"date\"></td></tr>\n");
@@ -88,6 +139,15 @@ pub fn write(w: *std.Io.Writer, page: Page) std.Io.Writer.Error!void {
     });
     if (page.omitted > 0) try w.print(" · {d} more not shown", .{page.omitted});
     try w.writeAll("</footer>\n</main></body></html>\n");
+}
+
+/// A column heading: a link to this directory sorted by the column, with an arrow on the one
+/// in use.
+fn writeColumn(w: *std.Io.Writer, order: Order, key: Order.Key, label: []const u8) std.Io.Writer.Error!void {
+    const target = order.next(key);
+    try w.print("<a href=\"?sort={t}&amp;order={s}\">{s}", .{ key, if (target.descending) "desc" else "asc", label });
+    if (order.key == key) try w.writeAll(if (order.descending) " ↓" else " ↑");
+    try w.writeAll("</a>");
 }
 
 fn writeBreadcrumbs(w: *std.Io.Writer, relative: []const u8) std.Io.Writer.Error!void {
@@ -204,7 +264,7 @@ test "listing: directories first, names escaped in text and encoded in links" {
         .{ .name = "Zed", .directory = true, .size = 0, .mtime_sec = 0 },
         .{ .name = "a dir", .directory = true, .size = 0, .mtime_sec = 784111777 },
     };
-    sort(&items);
+    sort(&items, .{});
     try std.testing.expectEqualStrings("a dir", items[0].name);
     try std.testing.expectEqualStrings("Zed", items[1].name);
     var aw: std.Io.Writer.Allocating = .init(std.testing.allocator);
@@ -219,6 +279,10 @@ test "listing: directories first, names escaped in text and encoded in links" {
     try std.testing.expect(std.mem.find(u8, html, "<a href=\"../../\">/</a>") != null);
     try std.testing.expect(std.mem.find(u8, html, "<a href=\"../\">x</a><span class=\"sep\">›</span><span class=\"here\">&lt;y&gt;</span>") != null);
     try std.testing.expect(std.mem.find(u8, html, "2 directories, 2 files") != null);
+    // By name ascending: its column flips to descending, the others start largest, newest.
+    try std.testing.expect(std.mem.find(u8, html, "<a href=\"?sort=name&amp;order=desc\">Name ↑</a>") != null);
+    try std.testing.expect(std.mem.find(u8, html, "<a href=\"?sort=size&amp;order=desc\">Size</a>") != null);
+    try std.testing.expect(std.mem.find(u8, html, "<a href=\"?sort=date&amp;order=desc\">Modified (UTC)</a>") != null);
 
     var root: std.Io.Writer.Allocating = .init(std.testing.allocator);
     defer root.deinit();
@@ -226,4 +290,34 @@ test "listing: directories first, names escaped in text and encoded in links" {
     // The root page names itself without a link to itself, and has no parent row.
     try std.testing.expect(std.mem.find(u8, root.written(), "<span class=\"label\">Index of</span><span class=\"here\">/</span></h1>") != null);
     try std.testing.expect(std.mem.find(u8, root.written(), "Parent directory") == null);
+}
+
+test "listing: sorted by size, time or name, either way, directories first" {
+    var items = [_]Item{
+        .{ .name = "small", .directory = false, .size = 1, .mtime_sec = 300 },
+        .{ .name = "big", .directory = false, .size = 900, .mtime_sec = 100 },
+        .{ .name = "Mid", .directory = false, .size = 50, .mtime_sec = 200 },
+        .{ .name = "same", .directory = false, .size = 50, .mtime_sec = 200 },
+        .{ .name = "dir", .directory = true, .size = 0, .mtime_sec = 0 },
+    };
+    const Case = struct { query: []const u8, names: [5][]const u8 };
+    const cases = [_]Case{
+        .{ .query = "", .names = .{ "dir", "big", "Mid", "same", "small" } },
+        .{ .query = "sort=name&order=desc", .names = .{ "dir", "small", "same", "Mid", "big" } },
+        .{ .query = "sort=size", .names = .{ "dir", "small", "Mid", "same", "big" } },
+        .{ .query = "sort=size&order=desc", .names = .{ "dir", "big", "same", "Mid", "small" } },
+        .{ .query = "order=desc;sort=date", .names = .{ "dir", "small", "same", "Mid", "big" } },
+        .{ .query = "sort=date&order=asc", .names = .{ "dir", "big", "Mid", "same", "small" } },
+        .{ .query = "sort=colour&order=sideways&x", .names = .{ "dir", "big", "Mid", "same", "small" } },
+    };
+    for (cases) |case| {
+        errdefer std.debug.print("query: {s}\n", .{case.query});
+        sort(&items, .fromQuery(case.query));
+        for (case.names, items) |name, item| try std.testing.expectEqualStrings(name, item.name);
+    }
+    var aw: std.Io.Writer.Allocating = .init(std.testing.allocator);
+    defer aw.deinit();
+    try write(&aw.writer, .{ .relative = "", .items = &items, .order = .fromQuery("sort=size&order=desc") });
+    try std.testing.expect(std.mem.find(u8, aw.written(), "<a href=\"?sort=size&amp;order=asc\">Size ↓</a>") != null);
+    try std.testing.expect(std.mem.find(u8, aw.written(), "<a href=\"?sort=name&amp;order=asc\">Name</a>") != null);
 }
