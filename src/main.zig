@@ -23,6 +23,8 @@ const usage =
     \\  --index NAME           file served for a directory (default index.html)
     \\  --spa FILE             serve FILE (relative to DIR) for paths that do not exist
     \\  --cache-control VALUE  Cache-Control header for files, e.g. "public, max-age=3600"
+    \\  --cors ORIGIN          let pages from ORIGIN (https://app.example, or * for any) read
+    \\                         the files: CORS headers, and 204 for preflights
     \\  --access-log DEST      FILE, - for stdout (default), or off
     \\  --no-precompressed     do not look for FILE.br / FILE.gz variants
     \\
@@ -91,6 +93,8 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
             parsed.static.spa_fallback = value(io, args, &index, flag);
         } else if (std.mem.eql(u8, flag.name, "--cache-control")) {
             parsed.static.cache_control = value(io, args, &index, flag);
+        } else if (std.mem.eql(u8, flag.name, "--cors")) {
+            parsed.static.cors_origin = value(io, args, &index, flag);
         } else if (std.mem.eql(u8, flag.name, "--access-log")) {
             parsed.access_log = value(io, args, &index, flag);
         } else if (arg.len > 1 and arg[0] == '-' and !std.mem.eql(u8, arg, "-")) {
@@ -145,6 +149,7 @@ fn serve(init: std.process.Init, args: *ServeArgs) !void {
             error.InvalidFallback => fatal(io, "--spa '{s}': must name a file inside the served directory", .{args.static.spa_fallback.?}),
             error.FallbackNotFound => fatal(io, "--spa '{s}': no such file in '{s}'", .{ args.static.spa_fallback.?, root }),
             error.InvalidCacheControl => fatal(io, "--cache-control: control characters are not allowed", .{}),
+            error.InvalidCorsOrigin => fatal(io, "--cors '{s}': must be * or an origin such as https://app.example", .{args.static.cors_origin.?}),
             error.Unsupported => fatal(io, "this kernel lacks openat2 (Linux 5.6 or later is needed)", .{}),
             error.SystemResources, error.OutOfMemory => fatal(io, "out of memory or file descriptors", .{}),
             error.Unexpected => fatal(io, "cannot serve '{s}' (unexpected error)", .{root}),
