@@ -172,13 +172,17 @@ pub fn build(b: *std.Build) void {
     // The layering rules (docs/architecture.md), checked by reading the sources.
     const layering_options = b.addOptions();
     layering_options.addOptionPath("src_root", b.path("src/root.zig"));
+    layering_options.addOptionPath("build_zon", b.path("build.zig.zon"));
     const layering_tests = b.addTest(.{
         .name = "layering",
         .root_module = b.createModule(.{
             .root_source_file = b.path("tests/layering.zig"),
             .target = target,
             .optimize = optimize,
-            .imports = &.{.{ .name = "build_options", .module = layering_options.createModule() }},
+            .imports = &.{
+                .{ .name = "build_options", .module = layering_options.createModule() },
+                .{ .name = "saker", .module = saker },
+            },
         }),
         .filters = test_filters,
     });

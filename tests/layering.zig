@@ -15,6 +15,7 @@
 const std = @import("std");
 const testing = std.testing;
 const build_options = @import("build_options");
+const saker = @import("saker");
 
 const Layer = enum { engine, protocol, other };
 
@@ -368,4 +369,13 @@ test "layering: each rule catches its breach" {
         .{ .path = "websocket.zig", .text = "const t = @import(\"testing/Sim.zig\");\n" },
     }, &problems);
     try testing.expectEqualStrings("", problems.items);
+}
+
+test "version: saker.version is build.zig.zon's .version (the CHANGELOG's release number)" {
+    var buffer: [4096]u8 = undefined;
+    const zon = try std.Io.Dir.cwd().readFile(testing.io, build_options.build_zon, &buffer);
+    const marker = ".version = \"";
+    const start = (std.mem.find(u8, zon, marker) orelse return error.NoVersion) + marker.len;
+    const end = std.mem.findScalarPos(u8, zon, start, '"') orelse return error.NoVersion;
+    try testing.expectEqualStrings(zon[start..end], saker.version);
 }
