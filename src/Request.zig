@@ -54,6 +54,9 @@ user_data: ?*anyopaque = null,
 worker_index: u32 = 0,
 /// The client's address (and port), when the engine knows it.
 peer: ?std.Io.net.IpAddress = null,
+/// Whether the server was shutting down when the request arrived: it is answered, then the
+/// connection closes (health checks answer 503, `saker.health`).
+server_draining: bool = false,
 /// Where `bodyReader()` reads from; set by the connection.
 body_source: BodySource = .buffered,
 /// `bodyReader()` over a buffered body.

@@ -25,6 +25,8 @@ const usage =
     \\  --cache-control VALUE  Cache-Control header for files, e.g. "public, max-age=3600"
     \\  --cors ORIGIN          let pages from ORIGIN (https://app.example, or * for any) read
     \\                         the files: CORS headers, and 204 for preflights
+    \\  --health PATH          answer PATH with 200 "ok", or 503 "draining" at shutdown,
+    \\                         for load balancers (e.g. --health /healthz)
     \\  --access-log DEST      FILE, - for stdout (default), or off
     \\  --no-precompressed     do not look for FILE.br / FILE.gz variants
     \\
@@ -93,6 +95,10 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
             parsed.static.spa_fallback = value(io, args, &index, flag);
         } else if (std.mem.eql(u8, flag.name, "--cache-control")) {
             parsed.static.cache_control = value(io, args, &index, flag);
+        } else if (std.mem.eql(u8, flag.name, "--health")) {
+            const path = value(io, args, &index, flag);
+            if (path.len == 0 or path[0] != '/') fatal(io, "--health '{s}': must be a path starting with /", .{path});
+            parsed.static.health_path = path;
         } else if (std.mem.eql(u8, flag.name, "--cors")) {
             parsed.static.cors_origin = value(io, args, &index, flag);
         } else if (std.mem.eql(u8, flag.name, "--access-log")) {

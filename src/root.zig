@@ -37,6 +37,8 @@ pub const Route = @import("app/Router.zig").Route;
 pub const router = @import("app/Router.zig");
 pub const middleware = @import("app/middleware.zig");
 pub const EventStream = @import("app/EventStream.zig");
+/// A health check for load balancers: 200 while serving, 503 while draining.
+pub const health = @import("app/health.zig");
 pub const percent = @import("percent.zig");
 pub const content_type = @import("content_type.zig");
 pub const cookies = @import("app/cookies.zig");

@@ -1113,3 +1113,61 @@ test {
     // The README's "Testing a handler", with the README's handler.
     _ = @import("readme.zig");
 }
+
+test "health: ok while serving; a request that arrives during the drain gets 503 and a close" {
+    const Gate = struct {
+        var entered: std.atomic.Value(bool) = .init(false);
+        var released: std.atomic.Value(bool) = .init(false);
+
+        fn block(req: *saker.Request, res: *saker.Response) !void {
+            _ = req;
+            entered.store(true, .release);
+            // Bounded: the test releases it (or 10 s pass).
+            var waited_ms: u32 = 0;
+            while (!released.load(.acquire) and waited_ms < 10_000) : (waited_ms += 5) sleepMs(5);
+            try res.writeAll("done");
+        }
+    };
+    const App = saker.Router(void, .{ .routes = &.{
+        .get("/block", Gate.block),
+        .get("/healthz", saker.health.check),
+    } });
+    // `blocking` serves one connection at a time, so a second client waits in the listen
+    // backlog while the first is handled: the stop hands it over, and it is answered while the
+    // server drains.
+    const running = try ServerThread(App).start(.blocking, .{ .context = {} }, .{ .workers = 1 });
+    var joined = false;
+    defer if (!joined) running.stop();
+    {
+        const response = try fetch(running.port(), "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n");
+        defer response.deinit(testing.allocator);
+        try expectBody(response, 200, "ok\n");
+        try testing.expectEqualStrings("no-store", response.header("Cache-Control").?);
+    }
+    var holder = try Client.connect(running.port(), 10_000);
+    defer holder.close();
+    try holder.send("GET /block HTTP/1.1\r\nHost: a\r\n\r\n");
+    var waited_ms: u32 = 0;
+    while (!Gate.entered.load(.acquire)) : (waited_ms += 5) {
+        if (waited_ms > 10_000) return error.HandlerNeverRan;
+        sleepMs(5);
+    }
+    var late = try Client.connect(running.port(), 10_000);
+    defer late.close();
+    try late.send("GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n");
+    running.server.stop();
+    Gate.released.store(true, .release);
+
+    const held = try holder.readResponse(testing.allocator, .{});
+    defer held.deinit(testing.allocator);
+    try expectBody(held, 200, "done");
+    const draining = try late.readResponse(testing.allocator, .{});
+    defer draining.deinit(testing.allocator);
+    try expectBody(draining, 503, "draining\n");
+    try testing.expectEqualStrings("close", draining.header("Connection").?);
+
+    joined = true;
+    running.thread.join();
+    running.server.deinit();
+    testing.allocator.destroy(running);
+}

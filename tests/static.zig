@@ -764,6 +764,7 @@ test "saker CLI: bad input is one line on stderr and exit status 2" {
         .{ &.{ "serve", fixture.root_path, "--access-log", "/no/such/dir/log" }, "--access-log" },
         .{ &.{ "serve", fixture.root_path, "--cors", "app.example" }, "--cors 'app.example': must be * or an origin" },
         .{ &.{ "serve", fixture.root_path, "--cors" }, "--cors needs a value" },
+        .{ &.{ "serve", fixture.root_path, "--health", "healthz" }, "--health 'healthz': must be a path starting with /" },
     };
     for (cases) |case| {
         const result = try runCli(case[0]);
@@ -845,6 +846,25 @@ test "saker serve -b 0.0.0.0: the URL of every interface address follows, loopba
     const response = try Client.fetch(testing.allocator, server.port, "GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
     defer response.deinit(testing.allocator);
     try expectStatus(response, 200);
+    stopped = true;
+    try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try server.stop());
+}
+
+test "saker serve --health /healthz: the path answers ok, files are served as before" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    var server: CliServer = undefined;
+    try server.start(&.{ fixture.root_path, "-p", "0", "--health", "/healthz", "--access-log", "off" });
+    var stopped = false;
+    defer if (!stopped) server.child.kill(testing.io);
+    const health = try Client.fetch(testing.allocator, server.port, "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n");
+    defer health.deinit(testing.allocator);
+    try expectStatus(health, 200);
+    try testing.expectEqualStrings("ok\n", health.body);
+    try testing.expectEqualStrings("no-store", health.header("Cache-Control").?);
+    const file = try Client.fetch(testing.allocator, server.port, "GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    defer file.deinit(testing.allocator);
+    try expectStatus(file, 200);
     stopped = true;
     try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try server.stop());
 }

@@ -40,6 +40,7 @@ const range = @import("static/range.zig");
 const etag = @import("static/etag.zig");
 const accept_encoding = @import("static/accept_encoding.zig");
 const listing = @import("static/listing.zig");
+const health = @import("health.zig");
 const FileCache = @import("static/FileCache.zig");
 
 const StaticFiles = @This();
@@ -68,6 +69,9 @@ pub const Options = struct {
     /// preflight (OPTIONS with `Access-Control-Request-Method`) a 204 allowing GET and HEAD.
     /// Null: no CORS headers, and OPTIONS is 405 like any other method.
     cors_origin: ?[]const u8 = null,
+    /// A path answered by `saker.health.check` (200 `ok`, 503 `draining` at shutdown)
+    /// instead of a file, for load balancers' health checks.
+    health_path: ?[]const u8 = null,
     /// A file (relative to the root) served with 200 for paths that do not exist, for
     /// single-page applications.
     spa_fallback: ?[]const u8 = null,
@@ -334,6 +338,8 @@ const Clock = struct {
 
 fn respond(sf: *StaticFiles, state: *WorkerState, req: *Request, res: *Response, clock: Clock) !void {
     if (try sf.applyCors(req, res)) return;
+    if (sf.options.health_path) |path| if (std.mem.eql(u8, req.path, path) and (req.method == .GET or req.method == .HEAD))
+        return health.check(req, res);
     switch (req.method) {
         .GET, .HEAD => {},
         else => {
