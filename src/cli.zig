@@ -161,6 +161,41 @@ pub fn run(io: std.Io, server: anytype, host: []const u8) !void {
     try server.runWith(.{ .ready = .{ .context = &context, .call = Context.call } });
 }
 
+/// A byte count as a user writes it: digits with an optional K, M, G or T (powers of 1024,
+/// either case, an optional trailing `B` or `iB`); null when it is not one, is 0, or
+/// overflows.
+pub fn parseBytes(text: []const u8) ?u64 {
+    var end: usize = 0;
+    while (end < text.len and std.ascii.isDigit(text[end])) end += 1;
+    if (end == 0) return null;
+    const number = std.fmt.parseInt(u64, text[0..end], 10) catch return null;
+    const suffix = text[end..];
+    const shift: u6 = if (suffix.len == 0) 0 else switch (std.ascii.toUpper(suffix[0])) {
+        'B' => if (suffix.len == 1) 0 else return null,
+        'K' => 10,
+        'M' => 20,
+        'G' => 30,
+        'T' => 40,
+        else => return null,
+    };
+    if (suffix.len > 1 and shift > 0) {
+        const rest = suffix[1..];
+        if (!std.ascii.eqlIgnoreCase(rest, "B") and !std.ascii.eqlIgnoreCase(rest, "iB")) return null;
+    }
+    const bytes = std.math.shlExact(u64, number, shift) catch return null;
+    return if (bytes == 0) null else bytes;
+}
+
+test "parseBytes: plain counts and binary suffixes" {
+    const cases = [_]struct { []const u8, ?u64 }{
+        .{ "1048576", 1048576 }, .{ "8M", 8 << 20 },                .{ "500m", 500 << 20 },    .{ "2G", 2 << 30 },
+        .{ "2GiB", 2 << 30 },    .{ "64KB", 64 << 10 },             .{ "10B", 10 },            .{ "", null },
+        .{ "0", null },          .{ "M", null },                    .{ "5X", null },           .{ "5MBB", null },
+        .{ "-1", null },         .{ "99999999999999999999", null }, .{ "17179869184T", null },
+    };
+    for (cases) |case| try std.testing.expectEqual(case[1], parseBytes(case[0]));
+}
+
 /// Prints `listening on http://HOST:PORT` on stdout, flushed at once, so scripts can read the
 /// real port. For `0.0.0.0` or `::` (every interface) a line follows for each address of the
 /// machine that reaches the server, so a user has a URL to open (IPv6 link-local addresses,

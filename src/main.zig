@@ -27,6 +27,9 @@ const usage =
     \\                         the files: CORS headers, and 204 for preflights
     \\  --health PATH          answer PATH with 200 "ok", or 503 "draining" at shutdown,
     \\                         for load balancers (e.g. --health /healthz)
+    \\  --upload               accept PUT: the body becomes a new file at the path (201);
+    \\                         existing files are never overwritten (409)
+    \\  --upload-max SIZE      largest upload, e.g. 500M or 2G (default 8M)
     \\  --access-log DEST      FILE, - for stdout (default), or off
     \\  --no-precompressed     do not look for FILE.br / FILE.gz variants
     \\
@@ -95,6 +98,13 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
             parsed.static.spa_fallback = value(io, args, &index, flag);
         } else if (std.mem.eql(u8, flag.name, "--cache-control")) {
             parsed.static.cache_control = value(io, args, &index, flag);
+        } else if (std.mem.eql(u8, flag.name, "--upload")) {
+            noValue(io, flag);
+            parsed.static.upload = true;
+        } else if (std.mem.eql(u8, flag.name, "--upload-max")) {
+            const text = value(io, args, &index, flag);
+            parsed.config.body_bytes_max = saker.cli.parseBytes(text) orelse
+                fatal(io, "--upload-max '{s}': a size such as 500M, 2G or 1048576", .{text});
         } else if (std.mem.eql(u8, flag.name, "--health")) {
             const path = value(io, args, &index, flag);
             if (path.len == 0 or path[0] != '/') fatal(io, "--health '{s}': must be a path starting with /", .{path});

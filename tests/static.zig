@@ -338,6 +338,62 @@ test "static: cors_origin answers the allowed origin's preflights and marks its 
     try testing.expect(any.header("Vary") == null);
 }
 
+test "static: upload writes new files whole and never overwrites, on every engine" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    for (usable(&engines)) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try Running.start(kind, fixture.root_path, .{ .upload = true });
+        defer running.stop();
+        var buffer: [4][96]u8 = undefined;
+        const path = try std.mem.print(&buffer[0], "/sub/up-{t}.txt", .{kind});
+        const put = try std.mem.print(&buffer[1], "Content-Length: 6\r\n\r\nfirst\n", .{});
+        const created = try running.request("PUT", path, put);
+        defer created.deinit(testing.allocator);
+        try expectStatus(created, 201);
+        try testing.expectEqualStrings(path, created.header("Location").?);
+        const read = try running.get(path);
+        defer read.deinit(testing.allocator);
+        try expectStatus(read, 200);
+        try testing.expectEqualStrings("first\n", read.body);
+        // Never overwritten: 409, and the file is as it was.
+        const again = try running.request("PUT", path, "Content-Length: 7\r\n\r\nsecond\n");
+        defer again.deinit(testing.allocator);
+        try expectStatus(again, 409);
+        const still = try running.get(path);
+        defer still.deinit(testing.allocator);
+        try testing.expectEqualStrings("first\n", still.body);
+        const cases = [_]struct { []const u8, u16 }{
+            .{ "/hello.txt", 409 }, // an existing file of the fixture
+            .{ "/no-such-dir/x.txt", 409 },
+            .{ "/sub/", 400 },
+            .{ "/sub/../../escape.txt", 400 },
+            .{ "/.env2", 403 },
+            .{ "/sub", 409 }, // a directory's name
+        };
+        for (cases) |case| {
+            errdefer std.debug.print("PUT {s}\n", .{case[0]});
+            const response = try running.request("PUT", case[0], "Content-Length: 1\r\n\r\nx");
+            defer response.deinit(testing.allocator);
+            try expectStatus(response, case[1]);
+        }
+        const other = try running.request("DELETE", path, "");
+        defer other.deinit(testing.allocator);
+        try expectStatus(other, 405);
+        try testing.expectEqualStrings("GET, HEAD, PUT", other.header("Allow").?);
+    }
+    // Without `upload`, PUT is refused and nothing is written.
+    const running = try Running.start(.epoll, fixture.root_path, .{});
+    defer running.stop();
+    const refused = try running.request("PUT", "/sub/never.txt", "Content-Length: 1\r\n\r\nx");
+    defer refused.deinit(testing.allocator);
+    try expectStatus(refused, 405);
+    try testing.expectEqualStrings("GET, HEAD", refused.header("Allow").?);
+    const missing = try running.get("/sub/never.txt");
+    defer missing.deinit(testing.allocator);
+    try expectStatus(missing, 404);
+}
+
 test "static: traversal, symlinks out of the root, dotfiles, NUL, backslash, FIFO" {
     var fixture = try Fixture.create();
     defer fixture.destroy();
@@ -765,6 +821,8 @@ test "saker CLI: bad input is one line on stderr and exit status 2" {
         .{ &.{ "serve", fixture.root_path, "--cors", "app.example" }, "--cors 'app.example': must be * or an origin" },
         .{ &.{ "serve", fixture.root_path, "--cors" }, "--cors needs a value" },
         .{ &.{ "serve", fixture.root_path, "--health", "healthz" }, "--health 'healthz': must be a path starting with /" },
+        .{ &.{ "serve", fixture.root_path, "--upload-max", "lots" }, "--upload-max 'lots': a size such as 500M" },
+        .{ &.{ "serve", fixture.root_path, "--upload=yes" }, "--upload takes no value" },
     };
     for (cases) |case| {
         const result = try runCli(case[0]);
@@ -846,6 +904,29 @@ test "saker serve -b 0.0.0.0: the URL of every interface address follows, loopba
     const response = try Client.fetch(testing.allocator, server.port, "GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
     defer response.deinit(testing.allocator);
     try expectStatus(response, 200);
+    stopped = true;
+    try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try server.stop());
+}
+
+test "saker serve --upload --upload-max 1K: a PUT within the limit is written, a larger one is 413" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    var server: CliServer = undefined;
+    try server.start(&.{ fixture.root_path, "-p", "0", "--upload", "--upload-max", "1K", "--access-log", "off" });
+    var stopped = false;
+    defer if (!stopped) server.child.kill(testing.io);
+    const small = try Client.fetch(testing.allocator, server.port, "PUT /small.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello");
+    defer small.deinit(testing.allocator);
+    try expectStatus(small, 201);
+    const read = try Client.fetch(testing.allocator, server.port, "GET /small.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    defer read.deinit(testing.allocator);
+    try testing.expectEqualStrings("hello", read.body);
+    const large = try Client.fetch(testing.allocator, server.port, "PUT /large.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 2048\r\n\r\n");
+    defer large.deinit(testing.allocator);
+    try expectStatus(large, 413);
+    const none = try Client.fetch(testing.allocator, server.port, "GET /large.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    defer none.deinit(testing.allocator);
+    try expectStatus(none, 404);
     stopped = true;
     try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try server.stop());
 }

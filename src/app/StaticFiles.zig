@@ -72,6 +72,11 @@ pub const Options = struct {
     /// A path answered by `saker.health.check` (200 `ok`, 503 `draining` at shutdown)
     /// instead of a file, for load balancers' health checks.
     health_path: ?[]const u8 = null,
+    /// Accept uploads: PUT writes the request body to a new file at its path (201 Created);
+    /// an existing name is 409 and is never overwritten, a missing directory 409. The file
+    /// appears whole or not at all (`fs.createNew`). The size limit is the server's
+    /// `body_bytes_max` (413 beyond). Off: PUT is 405 like any method but GET and HEAD.
+    upload: bool = false,
     /// A file (relative to the root) served with 200 for paths that do not exist, for
     /// single-page applications.
     spa_fallback: ?[]const u8 = null,
@@ -342,10 +347,16 @@ fn respond(sf: *StaticFiles, state: *WorkerState, req: *Request, res: *Response,
         return health.check(req, res);
     switch (req.method) {
         .GET, .HEAD => {},
-        else => {
-            try res.header("Allow", "GET, HEAD");
-            return plain(res, .method_not_allowed, "405 Method Not Allowed: only GET and HEAD are served\n");
-        },
+        .PUT => if (sf.options.upload) return sf.serveUpload(req, res),
+        else => {},
+    }
+    if (req.method != .GET and req.method != .HEAD) {
+        if (sf.options.upload) {
+            try res.header("Allow", "GET, HEAD, PUT");
+            return plain(res, .method_not_allowed, "405 Method Not Allowed: only GET, HEAD and PUT are served\n");
+        }
+        try res.header("Allow", "GET, HEAD");
+        return plain(res, .method_not_allowed, "405 Method Not Allowed: only GET and HEAD are served\n");
     }
     const buffer = try req.arena.alloc(u8, req.path.len);
     const resolved = url_path.resolve(req.path, buffer) catch |err| return plain(res, .bad_request, switch (err) {
@@ -367,6 +378,36 @@ fn respond(sf: *StaticFiles, state: *WorkerState, req: *Request, res: *Response,
             return sf.serveFile(state, req, res, entry, resolved.relative, clock);
         },
     }
+}
+
+/// PUT with `upload`: the body becomes a new file at the request's path.
+fn serveUpload(sf: *StaticFiles, req: *Request, res: *Response) !void {
+    const buffer = try req.arena.alloc(u8, req.path.len);
+    const resolved = url_path.resolve(req.path, buffer) catch
+        return plain(res, .bad_request, "400 Bad Request: not a path beneath the served directory\n");
+    if (resolved.trailing_slash or resolved.relative.len == 0)
+        return plain(res, .bad_request, "400 Bad Request: an upload needs a file name, not a directory\n");
+    if (resolved.dot_segment and !sf.options.dotfiles)
+        return plain(res, .forbidden, "403 Forbidden: names starting with '.' are not served\n");
+    const slash = std.mem.findScalarLast(u8, resolved.relative, '/');
+    const parent = try req.arena.dupeSentinel(u8, if (slash) |s| resolved.relative[0..s] else "", 0);
+    const name = try req.arena.dupeSentinel(u8, resolved.relative[if (slash) |s| s + 1 else 0..], 0);
+    const dir = fs.openBeneath(sf.root_fd, parent, .{ .directory = true }) catch |err| switch (err) {
+        error.NotFound, error.OutsideRoot, error.NameTooLong => return plain(res, .conflict, "409 Conflict: the directory does not exist\n"),
+        error.AccessDenied => return plain(res, .forbidden, "403 Forbidden\n"),
+        error.SystemResources => return plain(res, .service_unavailable, "503 Service Unavailable\n"),
+        error.Unsupported, error.Unexpected => return error.UploadFailed,
+    };
+    defer fs.close(dir);
+    fs.createNew(dir, name, req.body()) catch |err| return switch (err) {
+        error.Exists => plain(res, .conflict, "409 Conflict: the file exists (uploads never overwrite)\n"),
+        error.NoSpace => plain(res, .insufficient_storage, "507 Insufficient Storage\n"),
+        error.AccessDenied => plain(res, .forbidden, "403 Forbidden: the directory is not writable\n"),
+        error.SystemResources => plain(res, .service_unavailable, "503 Service Unavailable\n"),
+        error.Unsupported, error.Unexpected => error.UploadFailed,
+    };
+    try res.header("Location", req.path);
+    plain(res, .created, "201 Created\n");
 }
 
 fn openFailed(sf: *StaticFiles, state: *WorkerState, req: *Request, res: *Response, err: fs.OpenError, clock: Clock) !void {

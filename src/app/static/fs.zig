@@ -205,6 +205,53 @@ pub fn randomBytes(buffer: []u8) error{Unexpected}!void {
     }
 }
 
+pub const CreateError = error{ Exists, NoSpace, AccessDenied, Unsupported, SystemResources, Unexpected };
+
+/// Creates the file `name` (one path segment) in the directory `dir` holding `bytes`, all
+/// or nothing: the bytes go to an unnamed file (O_TMPFILE), are synced, and the file gets
+/// its name last (linkat), which fails if the name exists, so nothing is ever overwritten
+/// and no reader sees a partial file.
+pub fn createNew(dir: fd_t, name: [*:0]const u8, bytes: []const u8) CreateError!void {
+    const flags: linux.O = .{ .ACCMODE = .WRONLY, .CLOEXEC = true, .TMPFILE = true, .DIRECTORY = true };
+    const rc = linux.openat(dir, ".", flags, 0o644);
+    const fd: fd_t = switch (linux.errno(rc)) {
+        .SUCCESS => @intCast(rc),
+        .ACCES, .PERM, .ROFS => return error.AccessDenied,
+        .OPNOTSUPP, .ISDIR, .INVAL => return error.Unsupported, // no O_TMPFILE on this file system
+        .NOSPC, .DQUOT => return error.NoSpace,
+        .MFILE, .NFILE, .NOMEM => return error.SystemResources,
+        else => |err| return unexpected("openat(O_TMPFILE)", err),
+    };
+    defer close(fd);
+    var written: usize = 0;
+    while (written < bytes.len) {
+        const n = linux.write(fd, bytes[written..].ptr, bytes.len - written);
+        switch (linux.errno(n)) {
+            .SUCCESS => written += n,
+            .INTR => {},
+            .NOSPC, .DQUOT, .FBIG => return error.NoSpace,
+            else => |err| return unexpected("write", err),
+        }
+    }
+    switch (linux.errno(linux.fsync(fd))) {
+        .SUCCESS => {},
+        .NOSPC, .DQUOT => return error.NoSpace,
+        else => |err| return unexpected("fsync", err),
+    }
+    // The unnamed file gets its name through its /proc link (AT_EMPTY_PATH would need
+    // CAP_DAC_READ_SEARCH).
+    var link_buffer: [32]u8 = undefined;
+    const link = std.fmt.bufPrintSentinel(&link_buffer, "/proc/self/fd/{d}", .{fd}, 0) catch unreachable;
+    switch (linux.errno(linux.linkat(linux.AT.FDCWD, link, dir, name, linux.AT.SYMLINK_FOLLOW))) {
+        .SUCCESS => {},
+        .EXIST => return error.Exists,
+        .ACCES, .PERM, .ROFS => return error.AccessDenied,
+        .NOSPC, .DQUOT, .MLINK => return error.NoSpace,
+        .NOENT => return error.Unsupported, // no /proc
+        else => |err| return unexpected("linkat", err),
+    }
+}
+
 /// Closes a descriptor.
 pub fn close(fd: fd_t) void {
     _ = linux.close(fd);
