@@ -27,8 +27,8 @@ const usage =
     \\                         the files: CORS headers, and 204 for preflights
     \\  --health PATH          answer PATH with 200 "ok", or 503 "draining" at shutdown,
     \\                         for load balancers (e.g. --health /healthz)
-    \\  --upload               accept PUT: the body becomes a new file at the path (201);
-    \\                         existing files are never overwritten (409)
+    \\  --upload               accept PUT (the body becomes a new file at the path) and the
+    \\                         listing's upload form; existing files are never overwritten
     \\  --upload-max SIZE      largest upload, e.g. 500M or 2G (default 8M)
     \\  --access-log DEST      FILE, - for stdout (default), or off
     \\  --no-precompressed     do not look for FILE.br / FILE.gz variants

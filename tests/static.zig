@@ -380,7 +380,43 @@ test "static: upload writes new files whole and never overwrites, on every engin
         const other = try running.request("DELETE", path, "");
         defer other.deinit(testing.allocator);
         try expectStatus(other, 405);
-        try testing.expectEqualStrings("GET, HEAD, PUT", other.header("Allow").?);
+        try testing.expectEqualStrings("GET, HEAD, PUT, POST", other.header("Allow").?);
+
+        // The listing's form: its files become new files of the directory, then 303 back.
+        const listing = try running.get("/sub/");
+        defer listing.deinit(testing.allocator);
+        try testing.expect(std.mem.find(u8, listing.body, "<form method=\"post\" enctype=\"multipart/form-data\">") != null);
+        const form_names = try std.mem.print(&buffer[2], "form-{t}", .{kind});
+        var body_buffer: [1024]u8 = undefined;
+        const body = try std.mem.print(&body_buffer, "--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{s}-a.txt\"\r\n" ++
+            "Content-Type: text/plain\r\n\r\nalpha\r\n--XyZ\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\nnot a file\r\n" ++
+            "--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"C:\\\\Users\\\\me\\\\{s}-b.txt\"\r\n\r\nbeta\r\n--XyZ--\r\n", .{ form_names, form_names });
+        var head_buffer: [256]u8 = undefined;
+        const head = try std.mem.print(&head_buffer, "Content-Type: multipart/form-data; boundary=XyZ\r\nContent-Length: {d}\r\n\r\n", .{body.len});
+        var request_buffer: [1400]u8 = undefined;
+        const request = try std.mem.print(&request_buffer, "{s}{s}", .{ head, body });
+        const posted = try running.request("POST", "/sub/", request);
+        defer posted.deinit(testing.allocator);
+        try expectStatus(posted, 303);
+        try testing.expectEqualStrings("/sub/", posted.header("Location").?);
+        for ([_][]const u8{ "a.txt", "b.txt" }, [_][]const u8{ "alpha", "beta" }) |suffix, content| {
+            const file_path = try std.mem.print(&buffer[3], "/sub/{s}-{s}", .{ form_names, suffix });
+            const file = try running.get(file_path);
+            defer file.deinit(testing.allocator);
+            try expectStatus(file, 200);
+            try testing.expectEqualStrings(content, file.body);
+        }
+        // The same files again: the first exists, nothing is overwritten.
+        const again_form = try running.request("POST", "/sub/", request);
+        defer again_form.deinit(testing.allocator);
+        try expectStatus(again_form, 409);
+        try testing.expect(std.mem.find(u8, again_form.body, "created before it: 0") != null);
+        const not_dir = try running.request("POST", "/hello.txt", request);
+        defer not_dir.deinit(testing.allocator);
+        try expectStatus(not_dir, 400);
+        const not_multipart = try running.request("POST", "/sub/", "Content-Type: text/plain\r\nContent-Length: 1\r\n\r\nx");
+        defer not_multipart.deinit(testing.allocator);
+        try expectStatus(not_multipart, 415);
     }
     // Without `upload`, PUT is refused and nothing is written.
     const running = try Running.start(.epoll, fixture.root_path, .{});
@@ -392,6 +428,9 @@ test "static: upload writes new files whole and never overwrites, on every engin
     const missing = try running.get("/sub/never.txt");
     defer missing.deinit(testing.allocator);
     try expectStatus(missing, 404);
+    const no_form = try running.get("/sub/");
+    defer no_form.deinit(testing.allocator);
+    try testing.expect(std.mem.find(u8, no_form.body, "<form") == null);
 }
 
 test "static: traversal, symlinks out of the root, dotfiles, NUL, backslash, FIFO" {

@@ -72,10 +72,12 @@ pub const Options = struct {
     /// A path answered by `saker.health.check` (200 `ok`, 503 `draining` at shutdown)
     /// instead of a file, for load balancers' health checks.
     health_path: ?[]const u8 = null,
-    /// Accept uploads: PUT writes the request body to a new file at its path (201 Created);
-    /// an existing name is 409 and is never overwritten, a missing directory 409. The file
-    /// appears whole or not at all (`fs.createNew`). The size limit is the server's
-    /// `body_bytes_max` (413 beyond). Off: PUT is 405 like any method but GET and HEAD.
+    /// Accept uploads: PUT writes the request body to a new file at its path (201 Created),
+    /// and a directory's listing offers a form whose POST (multipart/form-data) adds its
+    /// files to that directory (303 back to the listing). An existing name is 409 and is
+    /// never overwritten, a missing directory 409/404. Each file appears whole or not at all
+    /// (`fs.createNew`). The size limit is the server's `body_bytes_max` (413 beyond). Off:
+    /// PUT and POST are 405 like any method but GET and HEAD.
     upload: bool = false,
     /// A file (relative to the root) served with 200 for paths that do not exist, for
     /// single-page applications.
@@ -348,12 +350,13 @@ fn respond(sf: *StaticFiles, state: *WorkerState, req: *Request, res: *Response,
     switch (req.method) {
         .GET, .HEAD => {},
         .PUT => if (sf.options.upload) return sf.serveUpload(req, res),
+        .POST => if (sf.options.upload) return sf.serveUploadForm(req, res),
         else => {},
     }
     if (req.method != .GET and req.method != .HEAD) {
         if (sf.options.upload) {
-            try res.header("Allow", "GET, HEAD, PUT");
-            return plain(res, .method_not_allowed, "405 Method Not Allowed: only GET, HEAD and PUT are served\n");
+            try res.header("Allow", "GET, HEAD, PUT, POST");
+            return plain(res, .method_not_allowed, "405 Method Not Allowed: only GET, HEAD, PUT and POST are served\n");
         }
         try res.header("Allow", "GET, HEAD");
         return plain(res, .method_not_allowed, "405 Method Not Allowed: only GET and HEAD are served\n");
@@ -408,6 +411,76 @@ fn serveUpload(sf: *StaticFiles, req: *Request, res: *Response) !void {
     };
     try res.header("Location", req.path);
     plain(res, .created, "201 Created\n");
+}
+
+/// POST with `upload` to a directory's URL: the files of a multipart/form-data body (the
+/// listing's form) become new files in that directory, in order; then 303 back to the
+/// listing. A file that cannot be created stops there (409 for a name that exists), and the
+/// answer says which were created before it.
+fn serveUploadForm(sf: *StaticFiles, req: *Request, res: *Response) !void {
+    const buffer = try req.arena.alloc(u8, req.path.len);
+    const resolved = url_path.resolve(req.path, buffer) catch
+        return plain(res, .bad_request, "400 Bad Request: not a path beneath the served directory\n");
+    if (!resolved.trailing_slash and resolved.relative.len > 0)
+        return plain(res, .bad_request, "400 Bad Request: post uploads to a directory URL (ending in /)\n");
+    if (resolved.dot_segment and !sf.options.dotfiles) return plain(res, .not_found, "404 Not Found\n");
+    const dir_path = try req.arena.dupeSentinel(u8, resolved.relative, 0);
+    const dir = fs.openBeneath(sf.root_fd, dir_path, .{ .directory = true }) catch |err| switch (err) {
+        error.NotFound, error.OutsideRoot, error.NameTooLong => return plain(res, .not_found, "404 Not Found\n"),
+        error.AccessDenied => return plain(res, .forbidden, "403 Forbidden\n"),
+        error.SystemResources => return plain(res, .service_unavailable, "503 Service Unavailable\n"),
+        error.Unsupported, error.Unexpected => return error.UploadFailed,
+    };
+    defer fs.close(dir);
+    var reader = req.multipart(.{}) catch |err| return switch (err) {
+        error.UnsupportedMediaType => plain(res, .unsupported_media_type, "415 Unsupported Media Type: post multipart/form-data\n"),
+        error.OutOfMemory => error.OutOfMemory,
+        else => plain(res, .bad_request, "400 Bad Request: malformed multipart body\n"),
+    };
+    var created: std.ArrayList(u8) = .empty;
+    var count: usize = 0;
+    while (true) {
+        const entry = (reader.next() catch |err| return switch (err) {
+            error.MultipartPartTooLarge, error.MultipartTooManyParts, error.MultipartHeadersTooLarge => plain(res, .content_too_large, "413 Content Too Large\n"),
+            error.InvalidMultipart => plain(res, .bad_request, "400 Bad Request: malformed multipart body\n"),
+        }) orelse break;
+        const sent_name = entry.part.filename orelse continue; // a field, not a file
+        const name = uploadName(sent_name, sf.options.dotfiles) orelse
+            return plain(res, .bad_request, "400 Bad Request: a file name must be one plain path segment\n");
+        const name_z = try req.arena.dupeSentinel(u8, name, 0);
+        fs.createNew(dir, name_z, entry.data) catch |err| {
+            const status: http.Status, const why = switch (err) {
+                error.Exists => .{ .conflict, "exists (uploads never overwrite)" },
+                error.NoSpace => .{ .insufficient_storage, "does not fit on the disk" },
+                error.AccessDenied => .{ .forbidden, "cannot be written here" },
+                error.SystemResources => .{ .service_unavailable, "cannot be written now" },
+                error.Unsupported, error.Unexpected => return error.UploadFailed,
+            };
+            res.status = status;
+            res.content_type = "text/plain; charset=utf-8";
+            try res.print("{d} {s}: {s} {s}; created before it: {d}{s}\n", .{ status.code(), status.phrase(), name, why, count, created.items });
+            return;
+        };
+        try created.print(req.arena, " {s}", .{name});
+        count += 1;
+    }
+    if (count == 0) return plain(res, .bad_request, "400 Bad Request: the form holds no file\n");
+    try res.header("Location", req.path);
+    res.status = .see_other;
+    res.content_type = "text/plain; charset=utf-8";
+    try res.print("303 See Other: created {d}:{s}\n", .{ count, created.items });
+}
+
+/// The name a posted file gets: the last segment of what the browser sent (some send a
+/// whole path), refused (null) when empty, `.`, `..`, holding NUL or a control byte, or a
+/// dotfile (unless served).
+fn uploadName(sent: []const u8, dotfiles: bool) ?[]const u8 {
+    const start = if (std.mem.findLastAny(u8, sent, "/\\")) |i| i + 1 else 0;
+    const name = sent[start..];
+    if (name.len == 0 or std.mem.eql(u8, name, ".") or std.mem.eql(u8, name, "..")) return null;
+    for (name) |c| if (c < 0x20 or c == 0x7f) return null;
+    if (name[0] == '.' and !dotfiles) return null;
+    return name;
 }
 
 fn openFailed(sf: *StaticFiles, state: *WorkerState, req: *Request, res: *Response, err: fs.OpenError, clock: Clock) !void {
@@ -651,7 +724,7 @@ fn serveListing(sf: *StaticFiles, req: *Request, res: *Response, relative: []con
     const order: listing.Order = .fromQuery(req.raw_query);
     listing.sort(items.items, order);
     res.content_type = "text/html; charset=utf-8";
-    listing.write(res.writer(), .{ .relative = relative, .items = items.items, .omitted = omitted, .order = order }) catch
+    listing.write(res.writer(), .{ .relative = relative, .items = items.items, .omitted = omitted, .order = order, .upload_form = sf.options.upload }) catch
         return res.failure orelse error.WriteFailed;
 }
 
@@ -731,5 +804,15 @@ test "multipartBoundary: a fresh 128-bit boundary each time" {
         try std.testing.expect(std.mem.startsWith(u8, boundary, "saker-"));
         for (boundary[6..]) |c| try std.testing.expect(std.ascii.isDigit(c) or (c >= 'a' and c <= 'f'));
         for (seen[0..i]) |earlier| try std.testing.expect(!std.mem.eql(u8, &earlier, boundary));
+    }
+}
+
+test "uploadName: one plain segment, the last of a sent path" {
+    try std.testing.expectEqualStrings("a.txt", uploadName("a.txt", false).?);
+    try std.testing.expectEqualStrings("b.txt", uploadName("C:\\Users\\me\\b.txt", false).?);
+    try std.testing.expectEqualStrings("c.txt", uploadName("../../c.txt", false).?);
+    try std.testing.expectEqualStrings(".env", uploadName(".env", true).?);
+    for ([_][]const u8{ "", ".", "..", "dir/", ".env", "a\x00b", "new\nline" }) |bad| {
+        try std.testing.expectEqual(@as(?[]const u8, null), uploadName(bad, false));
     }
 }

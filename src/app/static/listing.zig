@@ -78,6 +78,8 @@ pub const Page = struct {
     omitted: usize = 0,
     /// How `items` are sorted (the column links say it).
     order: Order = .{},
+    /// Offer a form that uploads files into this directory (`StaticFiles.upload`).
+    upload_form: bool = false,
 };
 
 const style =
@@ -103,6 +105,7 @@ const style =
     \\.icon{flex:none;width:16px;height:16px;margin:3px 10px 0 0;color:var(--muted)}
     \\.dir .icon{color:#54aeff}
     \\footer{margin-top:14px;color:var(--muted);font-size:13px}
+    \\form{margin:0 0 16px;display:flex;gap:10px;align-items:center;flex-wrap:wrap}
     \\@media (max-width:600px){main{padding:20px 10px 32px}th,td{padding:7px 8px}td.date{white-space:normal}td.date span{white-space:nowrap}}
 ;
 
@@ -118,7 +121,13 @@ pub fn write(w: *std.Io.Writer, page: Page) std.Io.Writer.Error!void {
     if (page.relative.len > 0) try w.writeByte('/');
     try w.writeAll("</title><style>" ++ style ++ "</style></head>\n<body><main>\n<h1><span class=\"label\">Index of</span>");
     try writeBreadcrumbs(w, page.relative);
-    try w.writeAll("</h1>\n<table>\n<thead><tr><th>");
+    try w.writeAll("</h1>\n");
+    if (page.upload_form) {
+        // Posts to this directory's own URL; new names only (existing files are kept).
+        try w.writeAll("<form method=\"post\" enctype=\"multipart/form-data\"><input type=\"file\" name=\"file\" multiple required>" ++
+            "<button type=\"submit\">Upload</button></form>\n");
+    }
+    try w.writeAll("<table>\n<thead><tr><th>");
     try writeColumn(w, page.order, .name, "Name");
     try w.writeAll("</th><th class=\"size\">");
     try writeColumn(w, page.order, .size, "Size");
