@@ -395,12 +395,8 @@ fn serveUpload(sf: *StaticFiles, req: *Request, res: *Response) !void {
     const slash = std.mem.findScalarLast(u8, resolved.relative, '/');
     const parent = try req.arena.dupeSentinel(u8, if (slash) |s| resolved.relative[0..s] else "", 0);
     const name = try req.arena.dupeSentinel(u8, resolved.relative[if (slash) |s| s + 1 else 0..], 0);
-    const dir = fs.openBeneath(sf.root_fd, parent, .{ .directory = true }) catch |err| switch (err) {
-        error.NotFound, error.OutsideRoot, error.NameTooLong => return plain(res, .conflict, "409 Conflict: the directory does not exist\n"),
-        error.AccessDenied => return plain(res, .forbidden, "403 Forbidden\n"),
-        error.SystemResources => return plain(res, .service_unavailable, "503 Service Unavailable\n"),
-        error.Unsupported, error.Unexpected => return error.UploadFailed,
-    };
+    const dir = (openDirectory(sf, res, parent, .conflict, "409 Conflict: the directory does not exist\n") catch
+        return error.UploadFailed) orelse return;
     defer fs.close(dir);
     fs.createNew(dir, name, req.body()) catch |err| return switch (err) {
         error.Exists => plain(res, .conflict, "409 Conflict: the file exists (uploads never overwrite)\n"),
@@ -425,12 +421,8 @@ fn serveUploadForm(sf: *StaticFiles, req: *Request, res: *Response) !void {
         return plain(res, .bad_request, "400 Bad Request: post uploads to a directory URL (ending in /)\n");
     if (resolved.dot_segment and !sf.options.dotfiles) return plain(res, .not_found, "404 Not Found\n");
     const dir_path = try req.arena.dupeSentinel(u8, resolved.relative, 0);
-    const dir = fs.openBeneath(sf.root_fd, dir_path, .{ .directory = true }) catch |err| switch (err) {
-        error.NotFound, error.OutsideRoot, error.NameTooLong => return plain(res, .not_found, "404 Not Found\n"),
-        error.AccessDenied => return plain(res, .forbidden, "403 Forbidden\n"),
-        error.SystemResources => return plain(res, .service_unavailable, "503 Service Unavailable\n"),
-        error.Unsupported, error.Unexpected => return error.UploadFailed,
-    };
+    const dir = (openDirectory(sf, res, dir_path, .not_found, "404 Not Found\n") catch
+        return error.UploadFailed) orelse return;
     defer fs.close(dir);
     var reader = req.multipart(.{}) catch |err| return switch (err) {
         error.UnsupportedMediaType => plain(res, .unsupported_media_type, "415 Unsupported Media Type: post multipart/form-data\n"),
@@ -688,15 +680,38 @@ fn plain(res: *Response, status: http.Status, body: []const u8) void {
     res.setBody(body);
 }
 
+/// Opens the directory `relative` beneath the root for a request. When it cannot be, answers
+/// the request (`missing_status` and `missing_body` for one that is not there) and returns
+/// null; fails only where the answer is the caller's to choose (an unexpected error).
+fn openDirectory(
+    sf: *const StaticFiles,
+    res: *Response,
+    relative: [:0]const u8,
+    missing_status: http.Status,
+    missing_body: []const u8,
+) error{Unexpected}!?fs.fd_t {
+    return fs.openBeneath(sf.root_fd, relative, .{ .directory = true }) catch |err| switch (err) {
+        error.NotFound, error.OutsideRoot, error.NameTooLong => {
+            plain(res, missing_status, missing_body);
+            return null;
+        },
+        error.AccessDenied => {
+            plain(res, .forbidden, "403 Forbidden\n");
+            return null;
+        },
+        error.SystemResources => {
+            plain(res, .service_unavailable, "503 Service Unavailable\n");
+            return null;
+        },
+        error.Unsupported, error.Unexpected => error.Unexpected,
+    };
+}
+
 fn serveListing(sf: *StaticFiles, req: *Request, res: *Response, relative: []const u8) !void {
     const arena = req.arena;
     const dir_path = try arena.dupeSentinel(u8, relative, 0);
-    const dir = fs.openBeneath(sf.root_fd, dir_path, .{ .directory = true }) catch |err| switch (err) {
-        error.NotFound, error.OutsideRoot, error.NameTooLong => return plain(res, .not_found, "404 Not Found\n"),
-        error.AccessDenied => return plain(res, .forbidden, "403 Forbidden\n"),
-        error.SystemResources => return plain(res, .service_unavailable, "503 Service Unavailable\n"),
-        error.Unsupported, error.Unexpected => return error.ListingFailed,
-    };
+    const dir = (openDirectory(sf, res, dir_path, .not_found, "404 Not Found\n") catch
+        return error.ListingFailed) orelse return;
     defer fs.close(dir);
     var items: std.ArrayList(listing.Item) = .empty;
     var omitted: usize = 0;
