@@ -39,7 +39,9 @@ pub fn build(b: *std.Build) void {
         .root_source_file = b.path("src/root.zig"),
         .target = target,
         .optimize = optimize,
+        .link_libc = true, // OpenSSL needs it
     });
+    linkOpenSsl(b, saker, b.option([]const u8, "openssl-lib-dir", "Folder holding libssl.so.3 and libcrypto.so.3 (default: searched)"));
 
     const cli = b.addExecutable(.{
         .name = "saker",
@@ -169,6 +171,19 @@ pub fn build(b: *std.Build) void {
         }),
         .filters = test_filters,
     });
+    const tls_tests = b.addTest(.{
+        .name = "tls",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("tests/tls.zig"),
+            .target = target,
+            .optimize = optimize,
+            .imports = &.{
+                .{ .name = "saker", .module = saker },
+                .{ .name = "build_options", .module = options.createModule() },
+            },
+        }),
+        .filters = test_filters,
+    });
     // The layering rules (docs/architecture.md), checked by reading the sources.
     const layering_options = b.addOptions();
     layering_options.addOptionPath("src_root", b.path("src/root.zig"));
@@ -191,9 +206,19 @@ pub fn build(b: *std.Build) void {
     const test_tools = b.addSystemCommand(&.{"tests/tools"});
     test_tools.setName("install test tools");
     test_tools.has_side_effects = true;
-    for ([_]*std.Build.Step.Compile{ unit_tests, integration_tests, router_tests, hardening_tests, bench_tests, bench_router_tests, bench_queue_tests, layering_tests }) |t| {
+    for ([_]*std.Build.Step.Compile{ unit_tests, integration_tests, router_tests, hardening_tests, tls_tests, bench_tests, bench_router_tests, bench_queue_tests, layering_tests }) |t| {
         const run = b.addRunArtifact(t);
         run.has_side_effects = true; // always run, so the summary counts every test
+        run.step.dependOn(&test_tools.step);
+        test_step.dependOn(&run.step);
+    }
+    // The same integration suites again over TLS: every server they start serves HTTPS, and
+    // their clients speak TLS (tests/Client.zig, `overTls`).
+    for ([_]*std.Build.Step.Compile{ integration_tests, router_tests, hardening_tests }) |t| {
+        const run = b.addRunArtifact(t);
+        run.setName(b.fmt("run test {s} over TLS", .{t.name}));
+        run.setEnvironmentVariable("SAKER_TEST_TRANSPORT", "tls");
+        run.has_side_effects = true;
         run.step.dependOn(&test_tools.step);
         test_step.dependOn(&run.step);
     }
@@ -286,4 +311,25 @@ pub fn build(b: *std.Build) void {
         .install_subdir = "docs",
     });
     b.step("docs", "Generate API docs into zig-out/docs").dependOn(&docs.step);
+}
+
+/// TLS uses OpenSSL 3, linked from its runtime libraries (`libssl.so.3`, `libcrypto.so.3`),
+/// which every Debian with python3 has, so no `-dev` package is needed: saker declares the
+/// functions it calls itself (src/tls/openssl.zig). `dir` overrides the search; without the
+/// runtime libraries in the usual folders, the linker's own search (`-lssl -lcrypto`, which
+/// needs the `-dev` symlinks) is the fallback. `serve` searches the same folders.
+fn linkOpenSsl(b: *std.Build, module: *std.Build.Module, dir: ?[]const u8) void {
+    const folders = [_][]const u8{ "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib64", "/lib" };
+    const found: ?[]const u8 = dir orelse for (folders) |folder| {
+        const path = b.pathJoin(&.{ folder, "libssl.so.3" });
+        std.Io.Dir.cwd().access(b.graph.io, path, .{}) catch continue;
+        break folder;
+    } else null;
+    if (found) |folder| {
+        module.addObjectFile(.{ .cwd_relative = b.pathJoin(&.{ folder, "libssl.so.3" }) });
+        module.addObjectFile(.{ .cwd_relative = b.pathJoin(&.{ folder, "libcrypto.so.3" }) });
+    } else {
+        module.linkSystemLibrary("ssl", .{});
+        module.linkSystemLibrary("crypto", .{});
+    }
 }

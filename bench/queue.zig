@@ -257,10 +257,10 @@ fn throughputOnce(comptime kind: Kind, gpa: std.mem.Allocator, scenario: Scenari
     defer gpa.free(consumers);
     const producers = try gpa.alloc(std.Thread, scenario.producers);
     defer gpa.free(producers);
-    for (consumers, sums, counts) |*t, *sum, *count| t.* = try std.Thread.spawn(.{ .stack_size = 64 * 1024 }, Consumer.run, .{ queue, scenario.work_iterations, sum, count });
+    for (consumers, sums, counts) |*t, *sum, *count| t.* = try std.Thread.spawn(.{ .stack_size = saker.sync.threadStackBytes(64 * 1024) }, Consumer.run, .{ queue, scenario.work_iterations, sum, count });
     const per_producer = scenario.items / scenario.producers;
     const start = nowNs();
-    for (producers, 0..) |*t, i| t.* = try std.Thread.spawn(.{ .stack_size = 64 * 1024 }, Producer.run, .{ queue, i * per_producer, per_producer });
+    for (producers, 0..) |*t, i| t.* = try std.Thread.spawn(.{ .stack_size = saker.sync.threadStackBytes(64 * 1024) }, Producer.run, .{ queue, i * per_producer, per_producer });
     for (producers) |t| t.join();
     queue.close();
     for (consumers) |t| t.join();
@@ -291,7 +291,7 @@ fn latencyOnce(comptime kind: Kind, gpa: std.mem.Allocator, consumers_count: u32
     };
     const consumers = try gpa.alloc(std.Thread, consumers_count);
     defer gpa.free(consumers);
-    for (consumers) |*t| t.* = try std.Thread.spawn(.{ .stack_size = 64 * 1024 }, Consumer.run, .{ queue, stamps, latencies });
+    for (consumers) |*t| t.* = try std.Thread.spawn(.{ .stack_size = saker.sync.threadStackBytes(64 * 1024) }, Consumer.run, .{ queue, stamps, latencies });
     const gap: linux.timespec = .{ .sec = 0, .nsec = @as(isize, gap_us) * std.time.ns_per_us };
     for (0..latencies.len) |i| {
         _ = linux.nanosleep(&gap, null);

@@ -20,6 +20,11 @@ engine: Engine = .epoll,
 processes: u16 = 1,
 /// Length of each listener's accept queue.
 backlog: u31 = 1024,
+/// HTTPS: the listener speaks TLS 1.3 and 1.2 with these certificates (docs/tls.md); null
+/// serves plaintext HTTP.
+tls: ?Tls = null,
+/// Time a client has to complete its TLS handshake (then closed without a word).
+tls_handshake_timeout_ms: u32 = 10_000,
 
 // Connections.
 
@@ -148,6 +153,34 @@ websocket_deflate: bool = true,
 /// 360 KiB of compressor state); beyond it, offers are declined and messages go uncompressed.
 websocket_deflate_connections_max: u32 = 64,
 
+/// TLS settings of a listener. The file names are read at `Server.init` and at each reload:
+/// the slices must outlive the server.
+pub const Tls = struct {
+    /// Certificate chains and their keys, as PEM files. The first is the default; the others
+    /// are chosen by the name the client asks for (SNI), matched against each certificate's
+    /// names (wildcards included).
+    certificates: []const Certificate = &.{},
+    /// Instead of `certificates`: a certificate made at start, in memory, for localhost,
+    /// 127.0.0.1 and ::1 (ECDSA P-256, valid 30 days), for local HTTPS. Its SHA-256
+    /// fingerprint is in `tls.Context.fingerprint`.
+    self_signed: bool = false,
+    /// PEM file of the CAs client certificates must chain to. With it, every client must
+    /// present a valid certificate (mutual TLS); the handshake fails otherwise.
+    client_ca_file: ?[]const u8 = null,
+    /// A name (SNI) that matches no certificate gets an `unrecognized_name` alert instead of
+    /// the default certificate.
+    sni_strict: bool = false,
+    /// How often session-ticket keys change (tickets sealed with the previous key are still
+    /// taken, and replaced); 0 turns session tickets off.
+    ticket_key_rotation_s: u32 = 12 * 3600,
+};
+
+/// A certificate chain (leaf first) and its private key, as PEM files.
+pub const Certificate = struct {
+    chain_file: []const u8,
+    key_file: []const u8,
+};
+
 /// Why `validate` rejected a configuration.
 pub const Error = error{InvalidConfig};
 
@@ -209,6 +242,20 @@ pub fn validate(config: *const Config, reason: *[]const u8) Error!void {
         .{
             .ok = config.arena_request_bytes_max >= @as(u64, config.arena_bytes) + config.body_bytes_max,
             .why = "arena_request_bytes_max must be at least arena_bytes + body_bytes_max (buffered bodies live in the arena)",
+        },
+        .{
+            .ok = if (config.tls) |tls| tls.self_signed != (tls.certificates.len > 0) else true,
+            .why = "tls needs certificates, or self_signed (not both)",
+        },
+        .{
+            .ok = if (config.tls) |tls| for (tls.certificates) |c| {
+                if (c.chain_file.len == 0 or c.key_file.len == 0) break false;
+            } else true else true,
+            .why = "tls: each certificate needs its chain file and its key file (--tls-cert with --tls-key)",
+        },
+        .{
+            .ok = config.tls == null or config.tls_handshake_timeout_ms > 0,
+            .why = "tls_handshake_timeout_ms must be positive",
         },
         .{
             .ok = config.thread_stack_bytes >= 64 * 1024,

@@ -13,6 +13,8 @@ const Handoff = @import("Handoff.zig");
 const Exchange = @import("Exchange.zig");
 const contract = @import("engine_contract.zig");
 const Transport = @import("transport.zig").Transport;
+const Tls = @import("transport.zig").Tls;
+const TlsContext = @import("tls/Context.zig");
 const Http1 = @import("http1/Session.zig");
 const WebSocket = @import("websocket/Protocol.zig");
 
@@ -27,7 +29,7 @@ peer: ?*const std.Io.net.IpAddress = null,
 /// Set by engines that run handlers on a thread of their own, to stream responses and to read
 /// bodies the handler pulls (`req.bodyReader()`).
 sink: ?*const Handoff.Sink = null,
-transport: Transport = .{ .plain = .{} },
+transport: Transport = .{},
 /// When the read and send sides time out, whatever protocol the connection speaks: the
 /// active protocol sets them, and says which one applies now (`deadline`).
 deadlines: Deadlines,
@@ -78,24 +80,33 @@ pub const overloaded_response = "HTTP/1.1 503 Service Unavailable\r\n" ++
     overloaded_body;
 const overloaded_body = "503 Service Unavailable: too many connections\n";
 
-/// A new connection, idle until its first byte arrives. Every connection starts as HTTP/1.
+/// A new connection, idle until its first byte arrives. Every connection starts as HTTP/1,
+/// over TLS when the worker's listener has a TLS context.
 pub fn init(worker: *Worker) Connection {
     return .{
         .worker = worker,
+        .transport = openTransport(worker.tls, worker.now_ms, worker.config),
         .deadlines = .{ .read_ms = worker.now_ms + worker.config.idle_timeout_ms },
         .protocol = .{ .http1 = .{} },
     };
 }
 
 /// A new connection that has no worker yet (a `worker_pool` poller parks it; a pool thread
-/// lends it a worker when it has work). `now_ms` is the poller's clock.
-pub fn initParked(now_ms: u64, config: *const Config, sink: *const Sink) Connection {
+/// lends it a worker when it has work). `now_ms` is the poller's clock; `tls` the listener's
+/// TLS context, if it has one.
+pub fn initParked(now_ms: u64, config: *const Config, sink: *const Sink, tls: ?*TlsContext) Connection {
     return .{
         .worker = undefined,
         .sink = sink,
+        .transport = openTransport(tls, now_ms, config),
         .deadlines = .{ .read_ms = now_ms + config.idle_timeout_ms },
         .protocol = .{ .http1 = .{} },
     };
+}
+
+fn openTransport(tls: ?*TlsContext, now_ms: u64, config: *const Config) Transport {
+    const context = tls orelse return .{};
+    return .{ .tls = context.open(now_ms, config.tls_handshake_timeout_ms) orelse &Tls.refused };
 }
 
 /// Gives back everything the connection holds. Call once, after the socket is closed.
@@ -103,6 +114,7 @@ pub fn deinit(c: *Connection) void {
     switch (c.protocol) {
         inline else => |*session| session.deinit(),
     }
+    c.transport.deinit();
 }
 
 /// What the engine must do next.
@@ -110,7 +122,19 @@ pub fn next(c: *const Connection) Next {
     const wanted = switch (c.protocol) {
         inline else => |*session| session.next(),
     };
-    return c.transport.next(wanted);
+    const action = c.transport.next(wanted);
+    if (action == .close and wanted != .close) {
+        // The transport failed (a bad record, a handshake that failed or timed out): the
+        // protocol learns it as a socket error. A handler still running on the pool is waited
+        // for; it must not lose its exchange under it. (Engines hold connections mutably; the
+        // contract's `next` is const only because it asks.)
+        const connection = @constCast(c);
+        switch (connection.protocol) {
+            inline else => |*session| session.onError(),
+        }
+        if (c.handling()) return .wait;
+    }
+    return action;
 }
 
 /// The buffer to read into; null when the worker has no buffer left (the engine then closes
@@ -119,19 +143,42 @@ pub fn recvBuffer(c: *Connection) ?[]u8 {
     const buffer = switch (c.protocol) {
         inline else => |*session| session.recvBuffer(),
     } orelse return null;
+    // Engines that run handlers on this thread set their sink after `init`: the protocol
+    // must reach the socket through the transport. (A handler pool's sink, set while a pool
+    // thread handles, goes through the loop, and so through the transport, already.)
+    if (c.sink) |raw| if (!c.handling()) {
+        c.sink = c.transport.sink(raw);
+    };
     return c.transport.recvBuffer(buffer);
 }
 
 /// `n` bytes were read into `recvBuffer()`; 0 means the client closed its side.
 pub fn onRecv(c: *Connection, n: usize) void {
-    const delivered = c.transport.received(n) orelse return;
+    c.deliver(c.transport.received(n) orelse return);
+}
+
+/// Hands the protocol `n` bytes now in its buffer (0: the end of the stream).
+fn deliver(c: *Connection, n: usize) void {
     switch (c.protocol) {
         .http1 => |*session| {
-            session.onRecv(delivered);
+            session.onRecv(n);
             if (session.upgraded()) c.upgrade();
         },
-        inline else => |*session| session.onRecv(delivered),
+        inline else => |*session| session.onRecv(n),
     }
+}
+
+/// Bytes the transport held back wait (`Next.recv_held`): they go to the protocol.
+pub fn onHeld(c: *Connection) void {
+    const buffer = switch (c.protocol) {
+        inline else => |*session| session.recvBuffer(),
+    } orelse return c.onError();
+    c.deliver(c.transport.deliverHeld(buffer) orelse return);
+}
+
+/// `n` file bytes were read for `Next.pread` (0: the file ended early).
+pub fn onFileRead(c: *Connection, n: usize) void {
+    if (!c.transport.onFileRead(n)) c.onError();
 }
 
 /// The read found nothing (EAGAIN).
@@ -171,6 +218,7 @@ pub fn onShutdown(c: *Connection) void {
 
 /// The socket failed (reset, broken pipe): nothing more can be done but close.
 pub fn onError(c: *Connection) void {
+    c.transport.onError();
     switch (c.protocol) {
         inline else => |*session| session.onError(),
     }
@@ -178,6 +226,7 @@ pub fn onError(c: *Connection) void {
 
 /// When the engine must call `onTimeout` (worker clock, milliseconds).
 pub fn deadline(c: *const Connection) u64 {
+    if (c.transport.deadline()) |handshake| return handshake;
     return switch (c.protocol) {
         inline else => |*session| session.deadline(),
     };
@@ -185,6 +234,7 @@ pub fn deadline(c: *const Connection) u64 {
 
 /// `deadline()` has passed.
 pub fn onTimeout(c: *Connection) void {
+    if (c.transport.deadline() != null) return c.transport.onTimeout();
     switch (c.protocol) {
         inline else => |*session| session.onTimeout(),
     }
@@ -194,6 +244,9 @@ pub fn onTimeout(c: *Connection) void {
 /// told 1001. Engines call it on every sweep while draining; it acts only when there is
 /// something to do.
 pub fn drain(c: *Connection) void {
+    // A TLS handshake under way finishes first (bounded by its deadline): its request is
+    // then answered with `Connection: close`.
+    if (c.transport.negotiating()) return;
     switch (c.protocol) {
         inline else => |*session| session.drain(),
     }
@@ -202,6 +255,7 @@ pub fn drain(c: *Connection) void {
 /// Whether the connection waits for a request's first byte and holds nothing: at shutdown
 /// `drain` closes it, once the engine has made sure no request waits in the socket.
 pub fn idle(c: *const Connection) bool {
+    if (c.transport.negotiating()) return false;
     return switch (c.protocol) {
         inline else => |*session| session.idle(),
     };

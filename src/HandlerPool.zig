@@ -36,7 +36,7 @@ pub fn start(pool: *HandlerPool, gpa: std.mem.Allocator, options: struct {
     errdefer gpa.free(threads);
     pool.* = .{ .queue = .init(storage), .storage = storage, .threads = threads, .gpa = gpa };
     for (threads, 0..) |*thread, i| {
-        thread.* = std.Thread.spawn(.{ .stack_size = options.stack_bytes }, work, .{pool}) catch |err| {
+        thread.* = std.Thread.spawn(.{ .stack_size = sync.threadStackBytes(options.stack_bytes) }, work, .{pool}) catch |err| {
             pool.queue.close();
             for (threads[0..i]) |t| t.join();
             return err;

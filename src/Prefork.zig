@@ -27,7 +27,8 @@ parent_pid: linux.pid_t,
 
 /// What the parent watches, and how long the children get to finish.
 pub const Options = struct {
-    /// Must watch SIGINT and SIGTERM, blocked in this thread.
+    /// Must watch SIGINT, SIGTERM and SIGHUP (passed on to the children), blocked in this
+    /// thread.
     signal_fd: linux.fd_t,
     /// The server's stop event (`engine.Control.wake_fd`): readable once `stop` was called.
     wake_fd: linux.fd_t,
@@ -97,6 +98,11 @@ fn supervise(prefork: *Prefork, options: Options) !void {
             if (fds[0].revents != 0) {
                 var info: linux.signalfd_siginfo = undefined;
                 _ = posix.read(options.signal_fd, std.mem.asBytes(&info)) catch {};
+                if (info.signo == @backingInt(linux.SIG.HUP)) {
+                    // Reload (certificates, log files): each child does its own.
+                    prefork.signalAll(.HUP);
+                    continue;
+                }
                 if (stopping) {
                     log.warn("second signal: killing the children now", .{});
                     prefork.signalAll(.KILL);

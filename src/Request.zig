@@ -2,6 +2,7 @@
 //! for a large body, the request arena) and is valid until the handler returns; copy what
 //! must live longer into `arena`, which lives until the response has been sent.
 const std = @import("std");
+const tls_facts = @import("tls/facts.zig");
 const http = @import("http.zig");
 const handshake = @import("websocket/handshake.zig");
 const Arena = @import("Arena.zig");
@@ -54,6 +55,8 @@ user_data: ?*anyopaque = null,
 worker_index: u32 = 0,
 /// The client's address (and port), when the engine knows it.
 peer: ?std.Io.net.IpAddress = null,
+/// The connection's TLS session (see `tls()`); null in plaintext.
+tls_session: ?tls_facts.Session = null,
 /// Whether the server was shutting down when the request arrived: it is answered, then the
 /// connection closes (health checks answer 503, `saker.health`).
 server_draining: bool = false,
@@ -143,6 +146,19 @@ pub const BodyReaderError = error{
 pub const PathParam = struct { name: []const u8, value: []const u8 };
 
 /// Builds the request view of a parsed head and its body.
+/// What the client's TLS session is (version, cipher, SNI name, ALPN); null in plaintext.
+pub fn tls(req: *const Request) ?tls_facts.Facts {
+    const session = req.tls_session orelse return null;
+    return session.describe(session.context);
+}
+
+/// The subject of the certificate the client presented (mutual TLS, `Config.Tls.client_ca_file`),
+/// written into `buffer` ("/CN=alice/O=example"); null when there is none.
+pub fn tlsClientSubject(req: *const Request, buffer: []u8) ?[]const u8 {
+    const session = req.tls_session orelse return null;
+    return session.client_subject(session.context, buffer);
+}
+
 pub fn init(head: *const http.RequestHead, body_bytes: []const u8, arena: std.mem.Allocator) Request {
     return .{
         .method = head.method,

@@ -5,6 +5,8 @@ const std = @import("std");
 const assert = std.debug.assert;
 const linux = std.os.linux;
 const posix = std.posix;
+const TlsContext = @import("tls/Context.zig");
+const sync = @import("sync.zig");
 const Config = @import("Config.zig");
 const Request = @import("Request.zig");
 const Response = @import("Response.zig");
@@ -215,9 +217,11 @@ pub fn Server(comptime Handler: type) type {
         /// Threads for handlers that may block (event engines only).
         handler_pool: HandlerPool = undefined,
         handler_pool_started: bool = false,
+        /// What every TLS connection shares, when `config.tls` is set.
+        tls: ?*TlsContext = null,
 
         /// Why `init` failed.
-        pub const InitError = error{ InvalidConfig, OutOfMemory } || socket.ListenError;
+        pub const InitError = error{ InvalidConfig, OutOfMemory, TlsSetupFailed } || socket.ListenError;
 
         /// Validates `config` and binds the listeners, so `port()` is known on return.
         /// `handler` must outlive the server; it is shared by every worker thread.
@@ -227,6 +231,9 @@ pub fn Server(comptime Handler: type) type {
                 log.err("invalid configuration: {s}", .{reason});
                 return err;
             };
+            // Certificates first: a bad file is named before any port is taken.
+            const tls_context: ?*TlsContext = if (config.tls) |settings| try TlsContext.init(gpa, settings) else null;
+            errdefer if (tls_context) |context| context.deinit();
             const thread_count: u32 = switch (config.engine) {
                 .blocking => 1,
                 else => config.workerCount(),
@@ -236,6 +243,7 @@ pub fn Server(comptime Handler: type) type {
                 .connections_max = config.connections_max,
             }) catch return error.SystemResources;
             errdefer control.deinit();
+            control.tls = config.tls != null;
             const listeners = try gpa.alloc(socket.Listener, thread_count);
             errdefer gpa.free(listeners);
             var bound: usize = 0;
@@ -272,6 +280,7 @@ pub fn Server(comptime Handler: type) type {
                 .connections_per_worker = per_worker,
                 .bound_port = port_number,
                 .budget = .init(config.overflow_bytes_max),
+                .tls = tls_context,
             };
         }
 
@@ -280,6 +289,7 @@ pub fn Server(comptime Handler: type) type {
             for (server.listeners) |l| l.close();
             server.gpa.free(server.listeners);
             server.control.deinit();
+            if (server.tls) |context| context.deinit();
             server.* = undefined;
         }
 
@@ -396,6 +406,7 @@ pub fn Server(comptime Handler: type) type {
             var mask = posix.sigemptyset();
             posix.sigaddset(&mask, .INT);
             posix.sigaddset(&mask, .TERM);
+            posix.sigaddset(&mask, .HUP);
             var old_mask: posix.sigset_t = undefined;
             // Blocked before the engine threads exist, so they inherit the mask and the
             // signals reach only the signalfd.
@@ -424,9 +435,11 @@ pub fn Server(comptime Handler: type) type {
                 .shutdown_timeout_ms = server.config.shutdown_timeout_ms,
                 .connections_max = server.config.connections_max,
             }) catch return 1;
+            server.control.tls = server.config.tls != null;
             var mask = posix.sigemptyset();
             posix.sigaddset(&mask, .INT);
             posix.sigaddset(&mask, .TERM);
+            posix.sigaddset(&mask, .HUP);
             const signal_fd = posix.signalfd(-1, &mask, linux.SFD.CLOEXEC) catch return 1;
             server.runUntilSignal(signal_fd) catch |err| {
                 log.err("worker process failed: {t}", .{err});
@@ -438,7 +451,7 @@ pub fn Server(comptime Handler: type) type {
         fn runUntilSignal(server: *ServerOfHandler, signal_fd: linux.fd_t) !void {
             const threads = try server.start();
             defer server.gpa.free(threads);
-            if (waitForStop(signal_fd, server.control.wake_fd)) {
+            if (server.waitForStop(signal_fd)) {
                 log.info("signal received: finishing in-flight requests (up to {d} ms)", .{server.config.shutdown_timeout_ms});
             }
             server.control.stop();
@@ -455,8 +468,9 @@ pub fn Server(comptime Handler: type) type {
             if (server.control.hasFailed()) return error.EngineFailed;
         }
 
-        /// Waits for a signal (true) or a `stop` (false).
-        fn waitForStop(signal_fd: linux.fd_t, wake_fd: linux.fd_t) bool {
+        /// Waits for SIGINT/SIGTERM (true) or a `stop` (false); SIGHUP reloads meanwhile.
+        fn waitForStop(server: *ServerOfHandler, signal_fd: linux.fd_t) bool {
+            const wake_fd = server.control.wake_fd;
             while (true) {
                 var fds = [_]posix.pollfd{
                     .{ .fd = signal_fd, .events = posix.POLL.IN, .revents = 0 },
@@ -468,16 +482,19 @@ pub fn Server(comptime Handler: type) type {
                     continue;
                 };
                 if (fds[0].revents != 0) {
-                    readSignal(signal_fd);
-                    return true;
+                    if (readSignal(signal_fd) != linux.SIG.HUP) return true;
+                    server.reload() catch {}; // logged; the certificates in use stay
+                    continue;
                 }
                 if (fds[1].revents != 0) return false;
             }
         }
 
-        fn readSignal(signal_fd: linux.fd_t) void {
-            var info: linux.signalfd_siginfo = undefined;
-            _ = posix.read(signal_fd, std.mem.asBytes(&info)) catch {};
+        /// What SIGHUP does: the TLS certificates are loaded again from their files. Open
+        /// connections are not touched; a failure keeps the certificates in use, says why in
+        /// the log, and is returned. Safe from any thread.
+        pub fn reload(server: *ServerOfHandler) TlsContext.Error!void {
+            if (server.tls) |context| try context.reload();
         }
 
         /// Creates the workers (or the pool) and the doors, and starts one engine thread per
@@ -494,6 +511,7 @@ pub fn Server(comptime Handler: type) type {
                 .dispatch = dispatch_table.make(server.handler),
                 .budget = &server.budget,
                 .control = &server.control,
+                .tls = server.tls,
             };
             if (server.shared.dispatch.websocket != null and server.workersPerConnection()) {
                 // Outlives the connection threads, so a kept `Conn` stays safe to call.
@@ -517,6 +535,7 @@ pub fn Server(comptime Handler: type) type {
                     .connections_max = server.connections_per_worker,
                     .large_buffers_max = server.config.large_buffers_max,
                     .budget = &server.budget,
+                    .tls = server.tls,
                 });
                 worker.index = @intCast(index);
                 initialized += 1;
@@ -664,7 +683,7 @@ const ShutdownWatch = struct {
             log.warn("cannot watch for a second signal during the shutdown: {t}", .{err});
             return null;
         };
-        return std.Thread.spawn(.{ .stack_size = 256 * 1024 }, run, .{watch}) catch |err| {
+        return std.Thread.spawn(.{ .stack_size = sync.threadStackBytes(256 * 1024) }, run, .{watch}) catch |err| {
             log.warn("cannot watch for a second signal during the shutdown: {t}", .{err});
             _ = linux.close(watch.done_fd);
             return null;
@@ -697,12 +716,21 @@ const ShutdownWatch = struct {
             };
             if (fds[1].revents != 0) return;
             if (fds[0].revents != 0) {
+                if (readSignal(watch.signal_fd) == linux.SIG.HUP) continue; // not a stop
                 log.warn("second signal: exiting now", .{});
                 std.process.exit(1);
             }
         }
     }
 };
+
+/// Takes one signal from `signal_fd` and says which it was.
+fn readSignal(signal_fd: linux.fd_t) linux.SIG {
+    var info: linux.signalfd_siginfo = undefined;
+    info.signo = 0;
+    _ = posix.read(signal_fd, std.mem.asBytes(&info)) catch {};
+    return @fromBackingInt(@intCast(info.signo));
+}
 
 fn sleepMs(ms: u32) void {
     const pause: linux.timespec = .{ .sec = @intCast(ms / 1000), .nsec = @intCast(@as(u64, ms % 1000) * std.time.ns_per_ms) };

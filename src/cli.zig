@@ -26,6 +26,11 @@ pub const server_flags_help =
     \\  --workers N         engine threads, 0 for one per CPU (default 0)
     \\  --engine NAME       blocking, thread_per_connection, worker_pool, epoll, io_uring
     \\  --processes N       serve from N forked processes, restarted if they crash (default 1)
+    \\  --tls-cert FILE     serve HTTPS with this PEM certificate chain (with --tls-key); give
+    \\                      both again for more certificates, chosen by the name asked (SNI)
+    \\  --tls-key FILE      the PEM private key of the --tls-cert before it
+    \\  --tls-self-signed   serve HTTPS with a certificate made at start for localhost
+    \\  --tls-client-ca FILE  require client certificates signed by these CAs (mutual TLS)
     \\  Every flag that takes a value also takes it as --flag=value.
     \\
 ;
@@ -61,7 +66,18 @@ fn hostAddress(value: []const u8) ?[]const u8 {
 pub fn applyServerFlag(config: *Config, args: []const []const u8, index: *usize, diagnostic: *Diagnostic) FlagError!bool {
     const split = splitFlag(args[index.*]);
     const flag = split.name;
-    const names = [_][]const u8{ "--host", "--port", "--workers", "--engine", "--processes" };
+    if (std.mem.eql(u8, flag, "--tls-self-signed")) {
+        if (split.value != null) {
+            diagnostic.set("--tls-self-signed takes no value", .{});
+            return error.InvalidValue;
+        }
+        index.* += 1;
+        var tls = config.tls orelse Config.Tls{};
+        tls.self_signed = true;
+        config.tls = tls;
+        return true;
+    }
+    const names = [_][]const u8{ "--host", "--port", "--workers", "--engine", "--processes", "--tls-cert", "--tls-key", "--tls-client-ca" };
     const known = for (names) |name| {
         if (std.mem.eql(u8, flag, name)) break true;
     } else false;
@@ -94,6 +110,24 @@ pub fn applyServerFlag(config: *Config, args: []const []const u8, index: *usize,
             diagnostic.set("--workers: at most 1024", .{});
             return error.InvalidValue;
         }
+    } else if (std.mem.eql(u8, flag, "--tls-cert") or std.mem.eql(u8, flag, "--tls-key")) {
+        var tls = config.tls orelse Config.Tls{};
+        const is_cert = std.mem.eql(u8, flag, "--tls-cert");
+        // Pairs in order: the Nth --tls-key belongs to the Nth --tls-cert.
+        const count = if (is_cert) &tls_files.certs else &tls_files.keys;
+        if (count.* == tls_files.storage.len) {
+            diagnostic.set("{s}: at most {d} certificates", .{ flag, tls_files.storage.len });
+            return error.InvalidValue;
+        }
+        const slot = &tls_files.storage[count.*];
+        if (is_cert) slot.chain_file = value else slot.key_file = value;
+        count.* += 1;
+        tls.certificates = tls_files.storage[0..@max(tls_files.certs, tls_files.keys)];
+        config.tls = tls;
+    } else if (std.mem.eql(u8, flag, "--tls-client-ca")) {
+        var tls = config.tls orelse Config.Tls{};
+        tls.client_ca_file = value;
+        config.tls = tls;
     } else if (std.mem.eql(u8, flag, "--processes")) {
         config.processes = std.fmt.parseInt(u16, value, 10) catch 0;
         if (config.processes < 1 or config.processes > 256) {
@@ -108,6 +142,14 @@ pub fn applyServerFlag(config: *Config, args: []const []const u8, index: *usize,
     }
     return true;
 }
+
+/// The certificate files the command line names (`--tls-cert`, `--tls-key`), for
+/// `Config.tls.certificates`: a command line is parsed once per process.
+const tls_files = struct {
+    var storage: [16]Config.Certificate = @splat(.{ .chain_file = "", .key_file = "" });
+    var certs: usize = 0;
+    var keys: usize = 0;
+};
 
 /// Parses an example's arguments (server flags only). On bad input, prints one line and the
 /// usage to stderr and exits with status 2.
@@ -152,12 +194,13 @@ pub fn run(io: std.Io, server: anytype, host: []const u8) !void {
     const Context = struct {
         io: std.Io,
         host: []const u8,
+        listener: Listener,
         fn call(context: ?*anyopaque, port: u16) void {
             const self: *@This() = @ptrCast(@alignCast(context.?));
-            announce(self.io, self.host, port);
+            announce(self.io, self.host, port, self.listener);
         }
     };
-    var context: Context = .{ .io = io, .host = host };
+    var context: Context = .{ .io = io, .host = host, .listener = listenerOf(server) };
     try server.runWith(.{ .ready = .{ .context = &context, .call = Context.call } });
 }
 
@@ -200,19 +243,52 @@ test "parseBytes: plain counts and binary suffixes" {
 /// real port. For `0.0.0.0` or `::` (every interface) a line follows for each address of the
 /// machine that reaches the server, so a user has a URL to open (IPv6 link-local addresses,
 /// which need a zone in a URL, are left out).
-pub fn announce(io: std.Io, host: []const u8, port: u16) void {
+pub fn announce(io: std.Io, host: []const u8, port: u16, listener: Listener) void {
     var buffer: [4096]u8 = undefined;
     var writer: std.Io.File.Writer = .initStreaming(.stdout(), io, &buffer);
-    writeAnnouncement(&writer.interface, host, port) catch return;
+    writeAnnouncement(&writer.interface, host, port, listener) catch return;
     writer.interface.flush() catch return;
 }
 
-fn writeAnnouncement(w: *std.Io.Writer, host: []const u8, port: u16) std.Io.Writer.Error!void {
+/// What the listening line of `server` (a `saker.Server(H)`) says besides its address.
+pub fn listenerOf(server: anytype) Listener {
+    const tls = server.tls orelse return .{};
+    return .{
+        .scheme = "https",
+        .self_signed_fingerprint = if (tls.settings.self_signed) tls.fingerprint else null,
+    };
+}
+
+/// What the listening line says of a listener besides its address.
+pub const Listener = struct {
+    scheme: []const u8 = "http",
+    /// Said after the address, in parentheses (e.g. "redirects to https").
+    note: ?[]const u8 = null,
+    /// For a self-signed certificate: its SHA-256 fingerprint, printed with how to trust it.
+    self_signed_fingerprint: ?[32]u8 = null,
+};
+
+fn writeAnnouncement(w: *std.Io.Writer, host: []const u8, port: u16, listener: Listener) std.Io.Writer.Error!void {
     const is_ip6 = std.mem.findScalar(u8, host, ':') != null;
+    const scheme = listener.scheme;
     if (is_ip6) {
-        try w.print("listening on http://[{s}]:{d}\n", .{ host, port });
+        try w.print("listening on {s}://[{s}]:{d}", .{ scheme, host, port });
     } else {
-        try w.print("listening on http://{s}:{d}\n", .{ host, port });
+        try w.print("listening on {s}://{s}:{d}", .{ scheme, host, port });
+    }
+    if (listener.note) |note| try w.print(" ({s})", .{note});
+    try w.writeByte('\n');
+    if (listener.self_signed_fingerprint) |fingerprint| {
+        try w.writeAll("  self-signed certificate for localhost, 127.0.0.1 and ::1 (made now, valid 30 days)\n  SHA-256 fingerprint ");
+        for (fingerprint, 0..) |byte, i| try w.print("{s}{X:0>2}", .{ if (i == 0) "" else ":", byte });
+        try w.print(
+            \\
+            \\  to trust it: check that fingerprint where your browser shows the certificate, or save
+            \\  it and hand it to your client (it changes at each start):
+            \\    openssl s_client -connect {s}:{d} </dev/null 2>/dev/null | openssl x509 > saker.pem
+            \\    curl --cacert saker.pem https://localhost:{d}/
+            \\
+        , .{ if (is_ip6) "[::1]" else "127.0.0.1", port, port });
     }
     const every: ?Family = if (std.mem.eql(u8, host, "0.0.0.0"))
         .ip4
@@ -222,7 +298,7 @@ fn writeAnnouncement(w: *std.Io.Writer, host: []const u8, port: u16) std.Io.Writ
         null;
     const family = every orelse return;
     var addresses: [interfaces_max * 2]std.Io.net.IpAddress = undefined;
-    for (localAddresses(family, port, &addresses)) |address| try w.print("  http://{f}\n", .{address});
+    for (localAddresses(family, port, &addresses)) |address| try w.print("  {s}://{f}\n", .{ scheme, address });
 }
 
 const Family = enum { ip4, ip6 };
@@ -321,16 +397,16 @@ fn contains(addresses: []const std.Io.net.IpAddress, address: std.Io.net.IpAddre
 test "announce: every interface is listed for 0.0.0.0 and ::, loopback among them" {
     var buffer: [4096]u8 = undefined;
     var w: std.Io.Writer = .fixed(&buffer);
-    try writeAnnouncement(&w, "0.0.0.0", 8080);
+    try writeAnnouncement(&w, "0.0.0.0", 8080, .{});
     const text = w.buffered();
     try std.testing.expect(std.mem.startsWith(u8, text, "listening on http://0.0.0.0:8080\n"));
     try std.testing.expect(std.mem.find(u8, text, "\n  http://127.0.0.1:8080\n") != null);
 
     w = .fixed(&buffer);
-    try writeAnnouncement(&w, "127.0.0.1", 8080);
+    try writeAnnouncement(&w, "127.0.0.1", 8080, .{});
     try std.testing.expectEqualStrings("listening on http://127.0.0.1:8080\n", w.buffered());
     w = .fixed(&buffer);
-    try writeAnnouncement(&w, "::1", 80);
+    try writeAnnouncement(&w, "::1", 80, .{});
     try std.testing.expectEqualStrings("listening on http://[::1]:80\n", w.buffered());
 
     var addresses: [interfaces_max * 2]std.Io.net.IpAddress = undefined;

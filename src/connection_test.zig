@@ -450,7 +450,9 @@ test "Connection: an idle connection holds no exchange" {
     c.onSend(send[0].len);
     try testing.expectEqual(@as(u32, 0), fixture.worker.exchanges_busy);
     try testing.expect(c.protocol.http1.exchange == null);
-    try testing.expect(@sizeOf(Connection) <= 64);
+    // Idle connections cost their slot: the transport's TLS pointer is the one word over a
+    // cache line.
+    try testing.expect(@sizeOf(Connection) <= 72);
 }
 
 test "Connection: random splits of a mixed pipelined stream" {

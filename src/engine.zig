@@ -28,6 +28,8 @@ pub const Shared = struct {
     /// them, so a `Conn` a handler kept stays safe to call (set up by the server for
     /// thread-based engines when the handler declares `WebSocket`).
     session_pool: @FieldType(Worker.Options, "session_pool") = null,
+    /// The listener's TLS context (null: plaintext).
+    tls: @FieldType(Worker.Options, "tls") = null,
 
     /// Sets up a worker for one connection at a time.
     pub fn initWorker(shared: *Shared, worker: *Worker) !void {
@@ -36,6 +38,7 @@ pub const Shared = struct {
             .large_buffers_max = 1,
             .budget = shared.budget,
             .session_pool = shared.session_pool,
+            .tls = shared.tls,
         });
     }
 
@@ -72,9 +75,9 @@ pub fn eventfd() error{SystemResources}!linux.fd_t {
 
 /// Tells a connection the server cannot take it (503) and closes it, without ever waiting
 /// (`answerOverloaded`, then close).
-pub fn refuse(fd: linux.fd_t) void {
+pub fn refuse(control: *const Control, fd: linux.fd_t) void {
     defer socket.close(fd);
-    answerOverloaded(fd);
+    answerOverloaded(control, fd);
 }
 
 /// Sends the 503 of `connections_max` and ends the connection's write side, without ever
@@ -82,8 +85,10 @@ pub fn refuse(fd: linux.fd_t) void {
 /// already sent is read and dropped, so the close that follows does not answer unread bytes
 /// with a reset that could destroy the 503 before the client reads it. Bytes that arrive
 /// after that still meet a closed socket (a reset); the client has the 503 and the FIN by
-/// then. Every engine refuses this way; the caller closes `fd`.
-pub fn answerOverloaded(fd: linux.fd_t) void {
+/// then. Every engine refuses this way; the caller closes `fd`. A TLS listener's client
+/// cannot read a plaintext 503 before its handshake: it gets the FIN alone.
+pub fn answerOverloaded(control: *const Control, fd: linux.fd_t) void {
+    if (control.tls) return socket.shutdownWrite(fd);
     _ = socket.sendNow(fd, Connection.overloaded_response) catch return;
     socket.shutdownWrite(fd);
     var scratch: [4096]u8 = undefined;
@@ -100,6 +105,8 @@ const refuse_reads_max = 4;
 /// What a server shares with its engine threads: the stop request, the connection count and
 /// the listeners' doors.
 pub const Control = struct {
+    /// The listeners speak TLS (a refused connection then gets no plaintext 503).
+    tls: bool = false,
     /// Set once when the server should stop accepting, finish in-flight requests and return;
     /// by then the doors are closed.
     stopping: std.atomic.Value(bool) = .init(false),
@@ -373,10 +380,13 @@ fn readToFin(fd: linux.fd_t, buffer: []u8) ![]u8 {
     }
 }
 
-test "refuse: the 503 arrives whole and ends with a FIN, also when the request was unread" {
+test "refuse: the 503 arrives whole and ends with a FIN, also when the request was unread; TLS gets the FIN alone" {
     const listener = try socket.listen(.{ .host = "127.0.0.1", .port = 0, .backlog = 4, .nonblocking = false });
     defer listener.close();
-    for ([_]bool{ false, true }) |nonblocking| {
+    var control: Control = try .init(.{ .shutdown_timeout_ms = 1000, .connections_max = 1 });
+    defer control.deinit();
+    for ([_]bool{ false, true }) |tls| for ([_]bool{ false, true }) |nonblocking| {
+        control.tls = tls;
         for ([_][]const u8{ "", "GET / HTTP/1.1\r\nHost: a\r\n\r\n" }) |request| {
             const client = try testClient(listener.port);
             defer _ = linux.close(client);
@@ -388,12 +398,12 @@ test "refuse: the 503 arrives whole and ends with a FIN, also when the request w
                 try std.testing.expectEqual(@as(usize, 1), linux.poll(&fds, 1, 5000));
             }
             const start_ms = monotonicMs();
-            refuse(fd); // must not wait for anything, also on a blocking socket
+            refuse(&control, fd); // must not wait for anything, also on a blocking socket
             try std.testing.expect(monotonicMs() - start_ms < 500);
             var buffer: [512]u8 = undefined;
-            try std.testing.expectEqualStrings(Connection.overloaded_response, try readToFin(client, &buffer));
+            try std.testing.expectEqualStrings(if (tls) "" else Connection.overloaded_response, try readToFin(client, &buffer));
         }
-    }
+    };
 }
 
 test "Kind.parse: exactly the five names" {

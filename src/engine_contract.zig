@@ -10,6 +10,7 @@ const http = @import("http.zig");
 const Exchange = @import("Exchange.zig");
 const Config = @import("Config.zig");
 const Handoff = @import("Handoff.zig");
+const TlsContext = @import("tls/Context.zig");
 
 /// What the engine must do next for a connection.
 pub const Next = union(enum) {
@@ -19,6 +20,12 @@ pub const Next = union(enum) {
     send: []const posix.iovec_const,
     /// Send this file range (sendfile), then call `onSend` with the count sent.
     send_file: File,
+    /// The transport holds received bytes the protocol has not seen (its buffer was full):
+    /// call `onHeld`, without touching the socket.
+    recv_held,
+    /// Read file bytes into `buffer` (pread), then call `onFileRead` with the count read: a
+    /// transport that cannot hand a file to sendfile (TLS) encrypts them.
+    pread: Pread,
     /// Nothing to do until the worker's completion event fires (a pool thread runs the
     /// handler); then call `onPoolEvent`.
     wait,
@@ -31,6 +38,13 @@ pub const Next = union(enum) {
 /// The file range of `Next.send_file`.
 pub const File = http.FileRange;
 
+/// What `Next.pread` reads: `buffer.len` bytes (or fewer at the end) of `fd` from `offset`.
+pub const Pread = struct {
+    fd: posix.fd_t,
+    offset: u64,
+    buffer: []u8,
+};
+
 const Call = struct { name: []const u8, T: type };
 
 /// The calls of the contract and their types, for a connection type `C` whose workers are
@@ -39,13 +53,15 @@ fn calls(comptime C: type, comptime W: type) []const Call {
     return &.{
         // Life.
         .{ .name = "init", .T = fn (*W) C },
-        .{ .name = "initParked", .T = fn (u64, *const Config, *const Handoff.Sink) C },
+        .{ .name = "initParked", .T = fn (u64, *const Config, *const Handoff.Sink, ?*TlsContext) C },
         .{ .name = "deinit", .T = fn (*C) void },
         // The next action and its outcome (the driver).
         .{ .name = "next", .T = fn (*const C) Next },
         .{ .name = "recvBuffer", .T = fn (*C) ?[]u8 },
         .{ .name = "onRecv", .T = fn (*C, usize) void },
         .{ .name = "onWouldBlock", .T = fn (*C) void },
+        .{ .name = "onHeld", .T = fn (*C) void },
+        .{ .name = "onFileRead", .T = fn (*C, usize) void },
         .{ .name = "onSend", .T = fn (*C, usize) void },
         .{ .name = "fileFollows", .T = fn (*const C) ?File },
         .{ .name = "onShutdown", .T = fn (*C) void },

@@ -30,6 +30,13 @@ const usage =
     \\  --upload               accept PUT (the body becomes a new file at the path) and the
     \\                         listing's upload form; existing files are never overwritten
     \\  --upload-max SIZE      largest upload, e.g. 500M or 2G (default 8M)
+    \\  --tls-cert FILE        serve HTTPS with this PEM certificate chain (with --tls-key);
+    \\                         give both again for more certificates, chosen by SNI
+    \\  --tls-key FILE         the PEM private key of the --tls-cert before it
+    \\  --tls-self-signed      serve HTTPS with a certificate made at start for localhost
+    \\  --tls-client-ca FILE   require client certificates signed by these CAs (mutual TLS)
+    \\  --redirect-http PORT   with HTTPS: also listen on PORT in plaintext and answer every
+    \\                         request with 308 to its https:// URL
     \\  --access-log DEST      FILE, - for stdout (default), or off
     \\  --no-precompressed     do not look for FILE.br / FILE.gz variants
     \\
@@ -42,6 +49,8 @@ const ServeArgs = struct {
     config: saker.Config,
     static: saker.StaticFiles.Options = .{},
     access_log: []const u8 = "-",
+    /// `--redirect-http PORT`: a plaintext listener that redirects to the HTTPS one.
+    redirect_port: ?u16 = null,
 };
 
 pub fn main(init: std.process.Init) !void {
@@ -111,6 +120,10 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
             parsed.static.health_path = path;
         } else if (std.mem.eql(u8, flag.name, "--cors")) {
             parsed.static.cors_origin = value(io, args, &index, flag);
+        } else if (std.mem.eql(u8, flag.name, "--redirect-http")) {
+            const text = value(io, args, &index, flag);
+            parsed.redirect_port = std.fmt.parseInt(u16, text, 10) catch
+                fatal(io, "--redirect-http '{s}': not a port number (1-65535)", .{text});
         } else if (std.mem.eql(u8, flag.name, "--access-log")) {
             parsed.access_log = value(io, args, &index, flag);
         } else if (arg.len > 1 and arg[0] == '-' and !std.mem.eql(u8, arg, "-")) {
@@ -122,6 +135,8 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
         }
     }
     parsed.static.root = directory orelse ".";
+    if (parsed.redirect_port != null and parsed.config.tls == null)
+        fatal(io, "--redirect-http needs HTTPS (--tls-cert and --tls-key, or --tls-self-signed)", .{});
     return parsed;
 }
 
@@ -180,12 +195,54 @@ fn serve(init: std.process.Init, args: *ServeArgs) !void {
         error.AccessDenied => fatal(io, "port {d}: permission denied (ports below 1024 need privileges)", .{config.port}),
         error.InvalidAddress => fatal(io, "--host {s}: not a usable address", .{config.host}),
         error.InvalidConfig => fatal(io, "invalid configuration", .{}),
+        error.TlsSetupFailed => fatal(io, "TLS could not be set up (the line above says why)", .{}),
         error.SystemResources, error.OutOfMemory => fatal(io, "out of memory or file descriptors", .{}),
         error.Unexpected => fatal(io, "cannot listen on {s}:{d}", .{ config.host, config.port }),
     };
     defer server.deinit();
-    // Prints `listening on ...` once SIGINT/SIGTERM are caught, then serves until one comes.
-    try saker.cli.run(io, &server, config.host);
+    const redirect_port = args.redirect_port orelse {
+        // Prints `listening on ...` once SIGINT/SIGTERM are caught, then serves until one comes.
+        return saker.cli.run(io, &server, config.host);
+    };
+    // The plaintext listener is a second server in this process: it starts once the signals
+    // are caught (its threads inherit that), and stops when the HTTPS one has.
+    var redirect: saker.HttpsRedirect = .{ .https_port = server.port(), .default_host = config.host };
+    var redirect_server = saker.Server(saker.HttpsRedirect).init(gpa, &redirect, .{
+        .host = config.host,
+        .port = redirect_port,
+        .workers = 1,
+    }) catch |err| switch (err) {
+        error.AddressInUse => fatal(io, "--redirect-http {d}: the port is already in use on {s}", .{ redirect_port, config.host }),
+        else => fatal(io, "--redirect-http {d}: cannot listen ({t})", .{ redirect_port, err }),
+    };
+    defer redirect_server.deinit();
+    const Ready = struct {
+        io: std.Io,
+        host: []const u8,
+        listener: saker.cli.Listener,
+        redirect: *saker.Server(saker.HttpsRedirect),
+        thread: ?std.Thread = null,
+
+        fn call(context: ?*anyopaque, port: u16) void {
+            const ready: *@This() = @ptrCast(@alignCast(context.?));
+            saker.cli.announce(ready.io, ready.host, port, ready.listener);
+            saker.cli.announce(ready.io, ready.host, ready.redirect.port(), .{ .note = "redirects to https" });
+            ready.thread = std.Thread.spawn(.{}, serveRedirect, .{ready.redirect}) catch |err| {
+                std.log.err("--redirect-http: cannot start its thread: {t}", .{err});
+                return;
+            };
+        }
+
+        fn serveRedirect(redirect_server_: *saker.Server(saker.HttpsRedirect)) void {
+            redirect_server_.serve() catch |err| std.log.err("--redirect-http: {t}", .{err});
+        }
+    };
+    var ready: Ready = .{ .io = io, .host = config.host, .listener = saker.cli.listenerOf(&server), .redirect = &redirect_server };
+    defer if (ready.thread) |thread| {
+        redirect_server.stop();
+        thread.join();
+    };
+    try server.runWith(.{ .ready = .{ .context = &ready, .call = Ready.call } });
 }
 
 fn openLog(io: std.Io, gpa: std.mem.Allocator, path: []const u8) linux.fd_t {

@@ -32,6 +32,7 @@ pub const Server = @import("Server.zig").Server;
 pub const StaticFiles = @import("app/StaticFiles.zig");
 pub const AccessLog = @import("app/AccessLog.zig");
 pub const websocket = @import("websocket.zig");
+pub const tls = @import("tls.zig");
 pub const Router = @import("app/Router.zig").Router;
 pub const Route = @import("app/Router.zig").Route;
 pub const router = @import("app/Router.zig");
@@ -39,6 +40,7 @@ pub const middleware = @import("app/middleware.zig");
 pub const EventStream = @import("app/EventStream.zig");
 /// A health check for load balancers: 200 while serving, 503 while draining.
 pub const health = @import("app/health.zig");
+pub const HttpsRedirect = @import("app/HttpsRedirect.zig");
 pub const percent = @import("percent.zig");
 pub const content_type = @import("content_type.zig");
 pub const cookies = @import("app/cookies.zig");

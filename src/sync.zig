@@ -260,3 +260,12 @@ test "Queue: the thread that went to sleep last is woken first" {
     try std.testing.expectEqual(@as(u32, 0), got[0].load(.acquire));
     try std.testing.expectEqual(@as(u32, 0), got[1].load(.acquire));
 }
+
+/// The stack size to ask `std.Thread.spawn` for, for `bytes` of usable stack. saker links
+/// libc (OpenSSL needs it), so threads are pthreads, and glibc carves the thread-local block
+/// out of the requested stack: in builds with std's segfault handler that block holds its
+/// 256 KiB alternate signal stack (`std.options.signal_stack_size`), which would leave a
+/// small stack nothing, or make the request fail. Pages are touched only as used.
+pub fn threadStackBytes(bytes: usize) usize {
+    return bytes + (std.options.signal_stack_size orelse 0) + 64 * 1024;
+}

@@ -11,39 +11,92 @@
 //!   end of the stream);
 //! - `sent(n)`: protocol bytes the socket has taken (null: none yet).
 //!
-//! See docs/architecture.md for adding one.
+//! TLS adds what plaintext never needs: records decrypted but held back while the
+//! protocol's buffer was full (`Next.recv_held`), file bytes read to be encrypted
+//! (`Next.pread`), a handshake deadline, and a sink of its own for engines that run handlers
+//! on the connection's thread. See docs/architecture.md for adding a transport.
 const contract = @import("engine_contract.zig");
+const Handoff = @import("Handoff.zig");
+const tls_facts = @import("tls/facts.zig");
 
 pub const Plain = @import("transport/Plain.zig");
+pub const Tls = @import("transport/Tls.zig");
 
-/// The transports a connection can have.
-pub const Transport = union(enum) {
-    plain: Plain,
+/// A connection's transport: plaintext (the identity, `Plain`) or a TLS session. One pointer:
+/// a plaintext connection pays for a null check.
+pub const Transport = struct {
+    tls: ?*Tls = null,
 
     pub inline fn next(t: *const Transport, wanted: contract.Next) contract.Next {
-        return switch (t.*) {
-            inline else => |*transport| transport.next(wanted),
-        };
+        if (t.tls) |s| return s.next(wanted);
+        return plain.next(wanted);
     }
 
-    pub inline fn recvBuffer(t: *Transport, protocol_buffer: []u8) []u8 {
-        return switch (t.*) {
-            inline else => |*transport| transport.recvBuffer(protocol_buffer),
-        };
+    pub inline fn recvBuffer(t: *Transport, protocol_buffer: []u8) ?[]u8 {
+        if (t.tls) |s| return s.recvBuffer(protocol_buffer);
+        return plain.recvBuffer(protocol_buffer);
     }
 
     pub inline fn received(t: *Transport, n: usize) ?usize {
-        return switch (t.*) {
-            inline else => |*transport| transport.received(n),
-        };
+        if (t.tls) |s| return s.received(n);
+        return plain.received(n);
     }
 
     pub inline fn sent(t: *Transport, n: usize) ?usize {
-        return switch (t.*) {
-            inline else => |*transport| transport.sent(n),
-        };
+        if (t.tls) |s| return s.sent(n);
+        return plain.sent(n);
+    }
+
+    /// Decrypts bytes held back (`Next.recv_held`) into the protocol's buffer.
+    pub fn deliverHeld(t: *Transport, protocol_buffer: []u8) ?usize {
+        return t.tls.?.deliverHeld(protocol_buffer);
+    }
+
+    /// File bytes read for `Next.pread`; false: the connection cannot go on.
+    pub fn onFileRead(t: *Transport, n: usize) bool {
+        return t.tls.?.onFileRead(n);
+    }
+
+    /// The handshake deadline while there is one.
+    pub inline fn deadline(t: *const Transport) ?u64 {
+        const s = t.tls orelse return null;
+        return if (s.handshaking()) s.handshake_deadline_ms else null;
+    }
+
+    /// Whether a TLS handshake has begun and the client's first request has not: the
+    /// connection is not idle (at shutdown, a client that just connected gets its answer).
+    pub inline fn negotiating(t: *const Transport) bool {
+        const s = t.tls orelse return false;
+        return s.started and !s.delivered and s.phase != .failed;
+    }
+
+    pub fn onTimeout(t: *Transport) void {
+        t.tls.?.onTimeout();
+    }
+
+    pub inline fn onError(t: *Transport) void {
+        if (t.tls) |s| s.onError();
+    }
+
+    /// The sink the protocol must use for the engine's `raw` one.
+    pub inline fn sink(t: *Transport, raw: *const Handoff.Sink) *const Handoff.Sink {
+        if (t.tls) |s| return s.wrapSink(raw);
+        return raw;
+    }
+
+    /// The TLS session as a request sees it (null: plaintext).
+    pub inline fn facts(t: *const Transport) ?tls_facts.Session {
+        const s = t.tls orelse return null;
+        return s.session();
+    }
+
+    pub fn deinit(t: *Transport) void {
+        if (t.tls) |s| s.destroy();
+        t.tls = null;
     }
 };
+
+const plain: Plain = .{};
 
 comptime {
     // Plaintext adds nothing to a connection.

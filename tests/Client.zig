@@ -5,9 +5,14 @@ const std = @import("std");
 const linux = std.os.linux;
 const posix = std.posix;
 
+const ssl = @import("saker").tls.openssl;
+
 const Client = @This();
 
 fd: linux.fd_t,
+/// The TLS session when the suite runs over TLS (`overTls`): every send and read goes
+/// through it.
+tls: ?*ssl.SSL = null,
 /// Bytes read but not yet consumed.
 buffer: [64 * 1024]u8 = undefined,
 start: usize = 0,
@@ -41,8 +46,110 @@ pub const Response = struct {
     }
 };
 
-/// Connects to 127.0.0.1:`port` with a receive timeout of `timeout_ms`.
+/// Whether the suite runs over TLS: `SAKER_TEST_TRANSPORT=tls` in the environment (the
+/// build's second run of the integration suite sets it). Servers the suite starts then
+/// serve HTTPS with a self-signed certificate, and `connect` speaks TLS to them.
+pub fn overTls() bool {
+    const Static = struct {
+        var mode: ?bool = null;
+    };
+    if (plaintext_server) return false;
+    if (Static.mode) |mode| return mode;
+    const value = std.c.getenv("SAKER_TEST_TRANSPORT");
+    const tls = value != null and std.mem.eql(u8, std.mem.span(value.?), "tls");
+    Static.mode = tls;
+    return tls;
+}
+
+/// Whether the server the running test started last is a process of its own (an example, or
+/// `saker serve`), which serves plaintext whatever the suite's transport. Tests run one at a
+/// time, each starting its servers before connecting to them.
+var plaintext_server = false;
+
+/// The test started a server process: clients connect to it in plaintext.
+pub fn plaintextServer() void {
+    plaintext_server = true;
+}
+
+/// `config` with the suite's transport applied (for a server the test runs in-process).
+pub fn transport(config: anytype) @TypeOf(config) {
+    plaintext_server = false;
+    var c = config;
+    if (overTls() and c.tls == null) c.tls = .{ .self_signed = true };
+    return c;
+}
+
+/// Connects to 127.0.0.1:`port` with a receive timeout of `timeout_ms`, over TLS when the
+/// suite runs over TLS.
 pub fn connect(port: u16, timeout_ms: u32) Error!Client {
+    var client = try connectPlain(port, timeout_ms);
+    if (overTls()) {
+        errdefer client.close();
+        try client.startTls(null);
+    }
+    return client;
+}
+
+/// The TLS context of the suite's clients: TLS 1.2 and 1.3, and no verification (the
+/// servers' certificates are self-signed).
+fn clientContext() Error!*ssl.SSL_CTX {
+    const Static = struct {
+        var ctx: ?*ssl.SSL_CTX = null;
+        var mutex: std.atomic.Mutex = .unlocked;
+    };
+    while (!Static.mutex.tryLock()) std.atomic.spinLoopHint();
+    defer Static.mutex.unlock();
+    if (Static.ctx) |ctx| return ctx;
+    _ = ssl.OPENSSL_init_ssl(0, null);
+    const ctx = ssl.SSL_CTX_new(ssl.TLS_client_method()) orelse return error.ConnectFailed;
+    // A server may close without close_notify (as after an error response): that is the end
+    // of the stream, as in plaintext.
+    _ = ssl.SSL_CTX_set_options(ctx, ssl.SSL_OP_IGNORE_UNEXPECTED_EOF);
+    Static.ctx = ctx;
+    return ctx;
+}
+
+/// Makes the connection TLS (`server_name` for SNI). The handshake happens with the first
+/// send or read, as a browser's does with its first request: a test holding many unused
+/// connections to a server that serves one at a time (`blocking`) does not wait for it.
+pub fn startTls(client: *Client, server_name: ?[*:0]const u8) Error!void {
+    const connection = ssl.SSL_new(try clientContext()) orelse return error.ConnectFailed;
+    errdefer ssl.SSL_free(connection);
+    if (ssl.SSL_set_fd(connection, client.fd) != 1) return error.ConnectFailed;
+    if (server_name) |name| _ = ssl.SSL_ctrl(connection, ssl.SSL_CTRL_SET_TLSEXT_HOSTNAME, ssl.TLSEXT_NAMETYPE_host_name, @constCast(name));
+    ssl.SSL_set_connect_state(connection);
+    client.tls = connection;
+}
+
+/// What a failed SSL call on the client's blocking socket came to.
+const Failure = enum { retry, timeout, closed, failed };
+
+fn failure(connection: *ssl.SSL, rc: c_int, what: []const u8) Failure {
+    const code = ssl.SSL_get_error(connection, rc);
+    const errno = std.c._errno().*;
+    defer ssl.ERR_clear_error();
+    return switch (code) {
+        ssl.SSL_ERROR_ZERO_RETURN => .closed,
+        // A blocking socket reports WANT_* when a signal interrupted it (retry) or its
+        // SO_RCVTIMEO/SO_SNDTIMEO passed.
+        ssl.SSL_ERROR_WANT_READ, ssl.SSL_ERROR_WANT_WRITE => if (errno == @backingInt(linux.E.INTR)) .retry else .timeout,
+        ssl.SSL_ERROR_SYSCALL => if (errno == @backingInt(linux.E.INTR))
+            .retry
+        else if (errno == @backingInt(linux.E.AGAIN))
+            .timeout
+        else
+            .closed, // EOF or a reset, as for plaintext
+        else => {
+            var buffer: [256]u8 = undefined;
+            std.debug.print("Client: TLS {s} failed: {s}\n", .{ what, ssl.lastError(&buffer, "?") });
+            return .failed;
+        },
+    };
+}
+
+/// Connects to 127.0.0.1:`port` with a receive timeout of `timeout_ms`, in plaintext
+/// whatever the suite's transport.
+pub fn connectPlain(port: u16, timeout_ms: u32) Error!Client {
     const rc = linux.socket(linux.AF.INET, linux.SOCK.STREAM | linux.SOCK.CLOEXEC, 0);
     if (linux.errno(rc) != .SUCCESS) return connectFailed("socket", linux.errno(rc), port);
     const fd: linux.fd_t = @intCast(rc);
@@ -86,11 +193,28 @@ fn connectFailed(call: []const u8, err: linux.E, port: u16) Error {
 }
 
 pub fn close(client: *Client) void {
+    if (client.tls) |connection| ssl.SSL_free(connection);
     _ = linux.close(client.fd);
 }
 
 /// Sends all of `bytes`.
 pub fn send(client: *Client, bytes: []const u8) Error!void {
+    if (client.tls) |connection| {
+        var sent: usize = 0;
+        while (sent < bytes.len) {
+            var written: usize = 0;
+            const rc = ssl.SSL_write_ex(connection, bytes[sent..].ptr, bytes.len - sent, &written);
+            if (rc == 1) {
+                sent += written;
+                continue;
+            }
+            switch (failure(connection, rc, "send")) {
+                .retry => continue,
+                .timeout, .closed, .failed => return error.SendFailed,
+            }
+        }
+        return;
+    }
     var sent: usize = 0;
     while (sent < bytes.len) {
         const rc = linux.sendto(client.fd, bytes[sent..].ptr, bytes.len - sent, linux.MSG.NOSIGNAL, null, 0);
@@ -109,6 +233,23 @@ fn fill(client: *Client) Error!usize {
         client.start = 0;
     }
     if (client.end == client.buffer.len) return error.BadResponse;
+    if (client.tls) |connection| {
+        while (true) {
+            var got: usize = 0;
+            const rc = ssl.SSL_read_ex(connection, client.buffer[client.end..].ptr, client.buffer.len - client.end, &got);
+            if (rc == 1) {
+                client.end += got;
+                client.received_total += got;
+                return got;
+            }
+            switch (failure(connection, rc, "read")) {
+                .retry => continue,
+                .timeout => return error.Timeout,
+                .closed => return 0,
+                .failed => return error.ReadFailed,
+            }
+        }
+    }
     while (true) {
         const rc = linux.read(client.fd, client.buffer[client.end..].ptr, client.buffer.len - client.end);
         switch (linux.errno(rc)) {
@@ -215,10 +356,71 @@ pub fn readToEnd(client: *Client, gpa: std.mem.Allocator) Error![]u8 {
     }
 }
 
+/// Waits up to `timeout_ms` for response bytes (or the end of the connection); true when
+/// there are some. Over TLS, records that carry no response bytes (session tickets) are
+/// taken and do not count, so this works where a poll of the socket would not.
+pub fn waitForData(client: *Client, timeout_ms: u32) bool {
+    const deadline = nowMs() + timeout_ms;
+    while (true) {
+        if (client.end > client.start) return true;
+        const now = nowMs();
+        const left: i32 = @intCast(@min(deadline -| now, std.math.maxInt(i32)));
+        var fds = [_]linux.pollfd{.{ .fd = client.fd, .events = linux.POLL.IN, .revents = 0 }};
+        const rc = linux.poll(&fds, 1, left);
+        if (linux.errno(rc) == .INTR) continue;
+        if (rc == 0) return false;
+        const connection = client.tls orelse return true;
+        // Something arrived: read it without blocking, then look again.
+        const flags = linux.fcntl(client.fd, linux.F.GETFL, 0);
+        _ = linux.fcntl(client.fd, linux.F.SETFL, flags | @as(usize, @as(u32, @bitCast(linux.O{ .NONBLOCK = true }))));
+        defer _ = linux.fcntl(client.fd, linux.F.SETFL, flags);
+        if (client.start > 0) {
+            std.mem.copyForwards(u8, client.buffer[0 .. client.end - client.start], client.buffer[client.start..client.end]);
+            client.end -= client.start;
+            client.start = 0;
+        }
+        var got: usize = 0;
+        const read = ssl.SSL_read_ex(connection, client.buffer[client.end..].ptr, client.buffer.len - client.end, &got);
+        if (read == 1) {
+            client.end += got;
+            client.received_total += got;
+            return true;
+        }
+        const code = ssl.SSL_get_error(connection, read);
+        ssl.ERR_clear_error();
+        if (code != ssl.SSL_ERROR_WANT_READ) return true; // the end, or an error: a read says which
+        if (nowMs() >= deadline) return false;
+    }
+}
+
+fn nowMs() u64 {
+    var now: linux.timespec = undefined;
+    _ = linux.clock_gettime(.MONOTONIC, &now);
+    return @as(u64, @intCast(now.sec)) * 1000 + @as(u64, @intCast(now.nsec)) / std.time.ns_per_ms;
+}
+
+/// Reads what the next read brings (at least one byte; 0 at the end), for tests that look at
+/// raw response bytes as they arrive.
+pub fn readSome(client: *Client, buffer: []u8) Error!usize {
+    if (client.end == client.start and try client.fill() == 0) return 0;
+    const n = @min(buffer.len, client.end - client.start);
+    @memcpy(buffer[0..n], client.buffered()[0..n]);
+    client.start += n;
+    return n;
+}
+
 /// Whether the server closed the connection (EOF or reset, with nothing more to read).
 pub fn isClosed(client: *Client) Error!bool {
     if (client.end > client.start) return false;
     return try client.fill() == 0;
+}
+
+/// One request, one response, on a new plaintext connection whatever the suite's transport.
+pub fn fetchPlain(gpa: std.mem.Allocator, port: u16, request: []const u8) Error!Response {
+    var client = try connectPlain(port, 10_000);
+    defer client.close();
+    try client.send(request);
+    return client.readResponse(gpa, .{});
 }
 
 /// One request, one response, on a new connection.

@@ -33,6 +33,7 @@ fn ServerThread(comptime Handler: type) type {
             config.host = "127.0.0.1";
             config.port = 0;
             config.engine = kind;
+            config = Client.transport(config);
             if (config.workers == 0) config.workers = 2;
             const running = try testing.allocator.create(This);
             errdefer testing.allocator.destroy(running);
@@ -190,7 +191,9 @@ const Slowloris = struct {
 
     fn open(port: u16, fds: []linux.fd_t) !Slowloris {
         for (fds, 0..) |*fd, i| {
-            const client = Client.connect(port, 5_000) catch |err| {
+            // Raw bytes, whatever the suite's transport (over TLS, stalled handshakes are
+            // tests/tls.zig's).
+            const client = Client.connectPlain(port, 5_000) catch |err| {
                 for (fds[0..i]) |f| _ = linux.close(f);
                 return err;
             };
@@ -278,6 +281,7 @@ test "out of file descriptors: accepting backs off, existing connections are ser
         var script: [512]u8 = undefined;
         // 64 descriptors: the server uses a handful; the rest go quickly.
         const command = try std.mem.print(&script, "ulimit -n 64 && exec {s} --port 0 --workers 1 --engine {s}", .{ build_options.hello_exe, engine_name });
+        Client.plaintextServer(); // a server process of its own: plaintext
         var child = try std.process.spawn(io, .{ .argv = &.{ "sh", "-c", command }, .stdout = .pipe, .stderr = .ignore });
         defer {
             _ = linux.kill(child.id.?, linux.SIG.KILL);
@@ -362,6 +366,7 @@ test "shutdown under load: every request read is answered, then the process exit
     const io = testing.io;
     for (usableNames(&.{ "epoll", "io_uring", "thread_per_connection", "worker_pool", "blocking" })) |engine_name| {
         errdefer std.debug.print("engine {s}\n", .{engine_name});
+        Client.plaintextServer(); // a server process of its own: plaintext
         var child = try std.process.spawn(io, .{
             .argv = &.{ build_options.hello_exe, "--port", "0", "--workers", "2", "--engine", engine_name },
             .stdout = .pipe,
@@ -397,6 +402,7 @@ test "slowhttptest: slowloris, slow body and slow read leave the service availab
     for (usableNames(&.{ "epoll", "io_uring", "worker_pool" })) |engine_name| {
         for ([_][]const u8{ "-H", "-B", "-X" }) |mode| {
             errdefer std.debug.print("engine {s}, slowhttptest {s}\n", .{ engine_name, mode });
+            Client.plaintextServer(); // a server process of its own: plaintext
             var child = try std.process.spawn(io, .{
                 .argv = &.{ build_options.echo_exe, "--port", "0", "--workers", "1", "--engine", engine_name },
                 .stdout = .pipe,
@@ -482,6 +488,7 @@ test "soak: memory does not grow over a long keep-alive run" {
     const io = testing.io;
     for (usableNames(&.{ "epoll", "io_uring", "thread_per_connection", "worker_pool" })) |engine_name| {
         errdefer std.debug.print("engine {s}\n", .{engine_name});
+        Client.plaintextServer(); // a server process of its own: plaintext
         var child = try std.process.spawn(io, .{
             .argv = &.{ build_options.echo_exe, "--port", "0", "--workers", "1", "--engine", engine_name },
             .stdout = .pipe,
@@ -503,7 +510,15 @@ test "soak: memory does not grow over a long keep-alive run" {
         try waitForThreadsSettled(child.id.?);
         const after_second = try rssKib(child.id.?);
         errdefer std.debug.print("RSS {d} KiB, then {d} KiB\n", .{ after_first, after_second });
-        try testing.expect(after_second <= after_first + 256);
+        // A connection's thread is a pthread (saker links libc): glibc keeps the stack of a
+        // finished thread for the next one, but a thread that starts before the previous
+        // stack is back takes a fresh one, with its thread-local block (std's 256 KiB signal
+        // stack in this Debug build). One such stack is not growth.
+        const thread_slack_kib: u64 = if (std.mem.eql(u8, engine_name, "thread_per_connection"))
+            (std.options.signal_stack_size orelse 0) / 1024 + 64
+        else
+            0;
+        try testing.expect(after_second <= after_first + 256 + thread_slack_kib);
     }
 }
 

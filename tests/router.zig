@@ -27,6 +27,7 @@ fn ServerThread(comptime Handler: type) type {
             config.host = "127.0.0.1";
             config.port = 0;
             config.engine = kind;
+            config = Client.transport(config);
             if (config.workers == 0) config.workers = 2;
             const running = try testing.allocator.create(This);
             errdefer testing.allocator.destroy(running);
@@ -132,8 +133,7 @@ test "arena: /baseline11 sums the query and the body (length, chunked, split)" {
             defer client.close();
             for ([_][]const u8{ "POST /baseli", "ne11?a=13&b=42 HTTP/1.1\r\nHost: t\r\n", "Content-Length: 2\r\n\r\n2", "0" }) |piece| {
                 try client.send(piece);
-                var idle: [1]linux.pollfd = .{.{ .fd = client.fd, .events = linux.POLL.IN, .revents = 0 }};
-                _ = linux.poll(&idle, 1, 20);
+                _ = client.waitForData(20);
             }
             const r = try client.readResponse(testing.allocator, .{});
             defer r.deinit(testing.allocator);
@@ -474,8 +474,7 @@ test "router example: a multipart upload is parsed as it streams in" {
             var i: usize = 0;
             while (i < multipart_body.len) : (i += 7) {
                 try client.send(multipart_body[i..@min(i + 7, multipart_body.len)]);
-                var idle: [1]linux.pollfd = .{.{ .fd = client.fd, .events = linux.POLL.IN, .revents = 0 }};
-                _ = linux.poll(&idle, 1, 2);
+                _ = client.waitForData(2);
             }
             const r = try client.readResponse(testing.allocator, .{});
             defer r.deinit(testing.allocator);
@@ -1135,6 +1134,12 @@ test "health: ok while serving; a request that arrives during the drain gets 503
     // `blocking` serves one connection at a time, so a second client waits in the listen
     // backlog while the first is handled: the stop hands it over, and it is answered while the
     // server drains.
+    if (Client.overTls()) {
+        // Over TLS the late client's handshake needs the server before the stop, which this
+        // test can only give after it: the drain of TLS connections is tested in tests/tls.zig.
+        std.debug.print("skipped: health during the drain over TLS (a blocking-engine backlog client cannot finish its handshake)\n", .{});
+        return error.SkipZigTest;
+    }
     const running = try ServerThread(App).start(.blocking, .{ .context = {} }, .{ .workers = 1 });
     var joined = false;
     defer if (!joined) running.stop();

@@ -99,6 +99,7 @@ const Running = struct {
         config.send_buffer_bytes = 24 * 1024;
         config.unsent_bytes_max = 64 * 1024;
         config.cork_file_bytes_max = 256 * 1024;
+        config = Client.transport(config);
         var static = options;
         static.root = root;
         static.workers = saker.Server(saker.StaticFiles).workerCountFor(&config);
@@ -905,6 +906,7 @@ const CliServer = struct {
         try argv.appendSlice(testing.allocator, &.{ build_options.saker_exe, "serve" });
         try argv.appendSlice(testing.allocator, args);
         server.stdout_rest = 0;
+        Client.plaintextServer(); // a server process of its own: plaintext
         server.child = try std.process.spawn(io, .{ .argv = argv.items, .stdout = .pipe, .stderr = .ignore });
         errdefer server.child.kill(io);
         server.reader = server.child.stdout.?.readerStreaming(io, &server.buffer);
@@ -1099,6 +1101,7 @@ test "saker serve: announces the port, serves, logs, and exits 0 on SIGINT" {
     defer fixture.destroy();
     const io = testing.io;
     for (usable(&engines)) |kind| {
+        Client.plaintextServer(); // a server process of its own: plaintext
         var child = try std.process.spawn(io, .{
             .argv = &.{ build_options.saker_exe, "serve", fixture.root_path, "--port", "0", "--engine", @tagName(kind) },
             .stdout = .pipe,

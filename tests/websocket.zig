@@ -88,6 +88,7 @@ const Running = struct {
         config.host = "127.0.0.1";
         config.port = 0;
         config.engine = kind;
+        config = Client.transport(config);
         if (config.workers == 0) config.workers = 2;
         const running = try testing.allocator.create(Running);
         errdefer testing.allocator.destroy(running);

@@ -268,10 +268,10 @@ fn acceptAllowed(poller: *const Poller) bool {
 
 pub fn onAccept(poller: *Poller, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) void {
     const shared = poller.pool.shared;
-    if (!shared.takeConnection()) return engine.refuse(fd); // over connections_max
+    if (!shared.takeConnection()) return engine.refuse(shared.control, fd); // over connections_max
     const slot = poller.takeSlot() orelse {
         shared.releaseConnection();
-        return engine.refuse(fd);
+        return engine.refuse(shared.control, fd);
     };
     socket.setNoDelay(fd);
     slot.fd = fd;
@@ -281,7 +281,7 @@ pub fn onAccept(poller: *Poller, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) vo
     slot.wake_registered = false;
     slot.sink = .{ .context = slot, .writeAll = WorkerPool.sinkWriteAll, .read = WorkerPool.sinkRead };
     // No worker yet: a pool thread lends one when the connection has work (see `Slot`).
-    slot.connection = .initParked(poller.now_ms, shared.config, &slot.sink);
+    slot.connection = .initParked(poller.now_ms, shared.config, &slot.sink, shared.tls);
     if (slot.peer) |*address| slot.connection.peer = address;
     const generation = Slot.generationOf(slot.state.load(.monotonic));
     slot.state.store(Slot.pack(generation, .parked), .release);

@@ -9,6 +9,7 @@ const socket = @import("socket.zig");
 const engine = @import("../engine.zig");
 const blocking_io = @import("blocking_io.zig");
 const Worker = @import("../Worker.zig");
+const sync = @import("../sync.zig");
 
 const log = std.log.scoped(.saker);
 
@@ -41,17 +42,17 @@ pub fn run(shared: *engine.Shared, listener: socket.Listener) void {
 }
 
 fn start(shared: *engine.Shared, fd: linux.fd_t) void {
-    if (!shared.takeConnection()) return refuse(fd);
-    const thread = std.Thread.spawn(.{ .stack_size = shared.config.thread_stack_bytes }, connectionMain, .{ shared, fd }) catch |err| {
+    if (!shared.takeConnection()) return refuse(shared, fd);
+    const thread = std.Thread.spawn(.{ .stack_size = sync.threadStackBytes(shared.config.thread_stack_bytes) }, connectionMain, .{ shared, fd }) catch |err| {
         log.warn("cannot start a connection thread: {t}", .{err});
         shared.releaseConnection();
-        return refuse(fd);
+        return refuse(shared, fd);
     };
     thread.detach();
 }
 
-fn refuse(fd: linux.fd_t) void {
-    engine.refuse(fd);
+fn refuse(shared: *engine.Shared, fd: linux.fd_t) void {
+    engine.refuse(shared.control, fd);
 }
 
 fn connectionMain(shared: *engine.Shared, fd: linux.fd_t) void {
@@ -59,7 +60,7 @@ fn connectionMain(shared: *engine.Shared, fd: linux.fd_t) void {
     var worker: Worker = undefined;
     shared.initWorker(&worker) catch |err| {
         log.warn("no memory for a connection: {t}", .{err});
-        return refuse(fd);
+        return refuse(shared, fd);
     };
     defer worker.deinit();
     var drain_deadline_ms: u64 = std.math.maxInt(u64);

@@ -131,7 +131,7 @@ pub fn start(pool: *WorkerPool, shared: *engine.Shared) !void {
     }
     errdefer for (pollers) |*p| p.deinit();
     for (threads, 0..) |*thread, i| {
-        thread.* = std.Thread.spawn(.{ .stack_size = config.thread_stack_bytes }, threadMain, .{pool}) catch |err| {
+        thread.* = std.Thread.spawn(.{ .stack_size = sync.threadStackBytes(config.thread_stack_bytes) }, threadMain, .{pool}) catch |err| {
             pool.queue.close();
             for (threads[0..i]) |t| t.join();
             return err;
@@ -427,7 +427,7 @@ const PoolThread = struct {
 
     /// No worker could be had (out of memory): say so and close.
     fn refuse(t: *PoolThread, slot: *Slot) void {
-        engine.answerOverloaded(slot.fd);
+        engine.answerOverloaded(t.pool.shared.control, slot.fd);
         t.pool.closeSlot(slot, t);
     }
 };

@@ -12,6 +12,9 @@
 //!   `.would_block` once the engine has noted that the socket is not ready.
 //! - `shutdownWrite()`, and `cork() ?*socket.Cork` with `fd()` for corking around files.
 //!
+//! Two steps need no wait and are the driver's own: bytes a transport held back
+//! (`recv_held`) and file bytes a transport encrypts (`pread`, a read of a regular file).
+//!
 //! Engines keep their ways of waiting (epoll readiness, io_uring completions, blocking calls);
 //! nothing else about a connection's actions is theirs to decide.
 //!
@@ -121,6 +124,9 @@ pub fn drive(io: anytype, c: *Connection) Stop {
                     .failed => c.onError(),
                 }
             },
+            // The transport's own steps: no waiting on the socket.
+            .recv_held => c.onHeld(),
+            .pread => |read| c.onFileRead(socket.pread(read.fd, read.buffer, read.offset)),
             .shutdown => {
                 io.shutdownWrite();
                 c.onShutdown();
@@ -199,7 +205,8 @@ pub const Sweeper = struct {
 
     /// Sweeps a few times per shortest timeout, so the hot path arms no timers.
     pub fn init(config: *const Config, now_ms: u64) Sweeper {
-        const shortest = @min(config.header_timeout_ms, config.body_timeout_ms, config.idle_timeout_ms, config.write_timeout_ms, config.linger_timeout_ms);
+        const handshake_ms = if (config.tls != null) config.tls_handshake_timeout_ms else std.math.maxInt(u32);
+        const shortest = @min(config.header_timeout_ms, config.body_timeout_ms, config.idle_timeout_ms, config.write_timeout_ms, config.linger_timeout_ms, handshake_ms);
         const interval_ms = std.math.clamp(shortest / 4, 5, Worker.tick_interval_ms);
         return .{ .interval_ms = interval_ms, .next_ms = now_ms + interval_ms };
     }

@@ -49,12 +49,12 @@ pub fn SlotTable(comptime Slot: type) type {
         /// slot, or answers 503 and closes `fd` (null).
         pub fn admit(table: *Table, control: *engine.Control, fd: linux.fd_t) ?*Slot {
             if (!control.admit()) {
-                engine.refuse(fd);
+                engine.refuse(control, fd);
                 return null;
             }
             return table.take() orelse {
                 control.release();
-                engine.refuse(fd);
+                engine.refuse(control, fd);
                 return null;
             };
         }

@@ -298,6 +298,19 @@ pub fn writev(fd: fd_t, iovecs: []const posix.iovec_const) IoError!usize {
 }
 
 /// One sendfile of up to `len` bytes of `file_fd` from `offset`.
+/// Reads file bytes at `offset` (a regular file: it never waits on the network); 0 at the
+/// end of the file. Errors read as the end: the body cannot be completed either way.
+pub fn pread(file_fd: fd_t, buffer: []u8, offset: u64) usize {
+    while (true) {
+        const rc = linux.pread(file_fd, buffer.ptr, buffer.len, @intCast(offset));
+        switch (linux.errno(rc)) {
+            .SUCCESS => return rc,
+            .INTR => continue,
+            else => return 0,
+        }
+    }
+}
+
 pub fn sendfile(fd: fd_t, file_fd: fd_t, offset: u64, len: u64) IoError!usize {
     var off: linux.off_t = @intCast(offset);
     const count: usize = @intCast(@min(len, 1 << 30));

@@ -533,6 +533,7 @@ fn prepare(c: *Session, x: *Exchange, body: []const u8) void {
     x.request = .init(&head, body, x.arena.allocator());
     x.request.worker_index = c.worker().index;
     x.request.peer = if (c.connection().peer) |peer| peer.* else null;
+    x.request.tls_session = c.connection().transport.facts();
     x.request.server_draining = @atomicLoad(bool, &c.worker().draining, .monotonic); // set by the engine
     const free = x.out.len - x.out_len;
     const body_buffer = if (free >= Exchange.head_reserve + 256)
