@@ -204,6 +204,8 @@ pub fn onSend(c: *Connection, n: usize) void {
 /// The file body that ends the batch being sent, if any (engines may cork the socket while
 /// its head goes out).
 pub fn fileFollows(c: *const Connection) ?File {
+    // Over TLS a file goes out as records the transport writes: nothing to cork around.
+    if (c.transport.tls != null) return null;
     return switch (c.protocol) {
         inline else => |*session| session.fileFollows(),
     };

@@ -31,6 +31,7 @@ pub const server_flags_help =
     \\  --tls-key FILE      the PEM private key of the --tls-cert before it
     \\  --tls-self-signed   serve HTTPS with a certificate made at start for localhost
     \\  --tls-client-ca FILE  require client certificates signed by these CAs (mutual TLS)
+    \\  --tls-no-tickets    no session tickets: every connection makes a full handshake
     \\  Every flag that takes a value also takes it as --flag=value.
     \\
 ;
@@ -66,14 +67,14 @@ fn hostAddress(value: []const u8) ?[]const u8 {
 pub fn applyServerFlag(config: *Config, args: []const []const u8, index: *usize, diagnostic: *Diagnostic) FlagError!bool {
     const split = splitFlag(args[index.*]);
     const flag = split.name;
-    if (std.mem.eql(u8, flag, "--tls-self-signed")) {
+    if (std.mem.eql(u8, flag, "--tls-self-signed") or std.mem.eql(u8, flag, "--tls-no-tickets")) {
         if (split.value != null) {
-            diagnostic.set("--tls-self-signed takes no value", .{});
+            diagnostic.set("{s} takes no value", .{flag});
             return error.InvalidValue;
         }
         index.* += 1;
         var tls = config.tls orelse Config.Tls{};
-        tls.self_signed = true;
+        if (std.mem.eql(u8, flag, "--tls-self-signed")) tls.self_signed = true else tls.ticket_key_rotation_s = 0;
         config.tls = tls;
         return true;
     }

@@ -35,6 +35,7 @@ const usage =
     \\  --tls-key FILE         the PEM private key of the --tls-cert before it
     \\  --tls-self-signed      serve HTTPS with a certificate made at start for localhost
     \\  --tls-client-ca FILE   require client certificates signed by these CAs (mutual TLS)
+    \\  --tls-no-tickets       no session tickets: every connection makes a full handshake
     \\  --redirect-http PORT   with HTTPS: also listen on PORT in plaintext and answer every
     \\                         request with 308 to its https:// URL
     \\  --access-log DEST      FILE, - for stdout (default), or off

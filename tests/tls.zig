@@ -139,7 +139,7 @@ test "openssl s_client: TLS 1.0 and 1.1 are refused; ALPN picks http/1.1, and an
     }
 }
 
-test "openssl s_client: a TLS 1.3 session is resumed with a ticket" {
+test "openssl s_client: a TLS 1.3 session is resumed with a ticket, and the resumption brings a fresh one" {
     const running = try Running.start(.epoll, .{});
     defer running.stop();
     var connect: [32]u8 = undefined;
@@ -153,10 +153,17 @@ test "openssl s_client: a TLS 1.3 session is resumed with a ticket" {
     const first = run(&.{ "openssl", "s_client", "-ign_eof", "-connect", address, "-sess_out", session }, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n") catch |err| return skipWithout("openssl", err);
     defer freeResult(first);
     try testing.expect(std.mem.find(u8, first.stdout, "New, TLSv1.3") != null);
-    const second = try run(&.{ "openssl", "s_client", "-ign_eof", "-connect", address, "-sess_in", session }, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    // The resumed connection gets a fresh ticket (TLS 1.3 tickets are used once), which
+    // resumes the next one: a client that keeps resuming never falls back to a full handshake.
+    var renewed_buffer: [std.fs.max_path_bytes]u8 = undefined;
+    const renewed = try std.mem.print(&renewed_buffer, "{s}/renewed.pem", .{dir_path});
+    const second = try run(&.{ "openssl", "s_client", "-ign_eof", "-connect", address, "-sess_in", session, "-sess_out", renewed }, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
     defer freeResult(second);
     try testing.expect(std.mem.find(u8, second.stdout, "Reused, TLSv1.3") != null);
     try testing.expect(std.mem.find(u8, second.stdout, "hello over /") != null);
+    const third = try run(&.{ "openssl", "s_client", "-ign_eof", "-connect", address, "-sess_in", renewed }, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    defer freeResult(third);
+    try testing.expect(std.mem.find(u8, third.stdout, "Reused, TLSv1.3") != null);
 }
 
 /// Writes a certificate for `name` (its CN and only DNS name) and its key as PEM files into

@@ -148,7 +148,9 @@ fn newContext(context: *Context) Error!*ssl.SSL_CTX {
     // Records are encrypted into saker's own buffers, whole: OpenSSL's buffers are given back
     // while a connection is idle.
     _ = ssl.SSL_CTX_ctrl(ctx, ssl.SSL_CTRL_MODE, ssl.SSL_MODE_RELEASE_BUFFERS, null);
-    _ = ssl.SSL_CTX_ctrl(ctx, ssl.SSL_CTRL_SET_SESS_CACHE_MODE, ssl.SSL_SESS_CACHE_SERVER, null);
+    // Resumption is by tickets alone (stateless): a server-side session cache would take a
+    // lock, an allocation and a hash insertion per handshake, and grow with clients.
+    _ = ssl.SSL_CTX_ctrl(ctx, ssl.SSL_CTRL_SET_SESS_CACHE_MODE, ssl.SSL_SESS_CACHE_OFF, null);
     _ = ssl.SSL_CTX_set_session_id_context(ctx, "saker", 5);
     ssl.SSL_CTX_set_alpn_select_cb(ctx, selectAlpn, context);
     _ = ssl.SSL_CTX_callback_ctrl(ctx, ssl.SSL_CTRL_SET_TLSEXT_SERVERNAME_CB, @ptrCast(&serverName));
@@ -317,7 +319,7 @@ const Tickets = struct {
     }
 
     /// The key to seal with (rotating first when due), or the key named `name`.
-    fn find(t: *Tickets, period_s: u32, name: ?*const [16]u8, out: *Key, current: *bool) bool {
+    fn find(t: *Tickets, period_s: u32, name: ?*const [16]u8, out: *Key) bool {
         t.mutex.lock();
         defer t.mutex.unlock();
         const now_s = wallSeconds();
@@ -325,13 +327,11 @@ const Tickets = struct {
         if (now_s - t.rotated_s >= period_s) t.rotate(now_s);
         const wanted = name orelse {
             out.* = t.keys[0];
-            current.* = true;
             return true;
         };
-        for (t.keys[0..t.count], 0..) |key, i| {
+        for (t.keys[0..t.count]) |key| {
             if (std.mem.eql(u8, &key.name, wanted)) {
                 out.* = key;
-                current.* = i == 0;
                 return true;
             }
         }
@@ -349,15 +349,14 @@ fn ticketKey(connection: *ssl.SSL, key_name: [*]u8, iv: [*]u8, cipher: *ssl.EVP_
     const ctx = ssl.SSL_get_SSL_CTX(connection) orelse return -1;
     const context: *Context = @ptrCast(@alignCast(ssl.SSL_CTX_get_ex_data(ctx, 0) orelse return -1));
     var key: Tickets.Key = undefined;
-    var current = false;
     const period = context.settings.ticket_key_rotation_s;
     if (enc == 1) {
-        _ = context.tickets.find(period, null, &key, &current);
+        _ = context.tickets.find(period, null, &key);
         @memcpy(key_name[0..16], &key.name);
         if (ssl.RAND_bytes(iv, 16) != 1) return -1;
         if (ssl.EVP_EncryptInit_ex(cipher, ssl.EVP_aes_256_cbc(), null, &key.aes, iv) != 1) return -1;
     } else {
-        if (!context.tickets.find(period, key_name[0..16], &key, &current)) return 0; // unknown: full handshake
+        if (!context.tickets.find(period, key_name[0..16], &key)) return 0; // unknown: full handshake
         if (ssl.EVP_DecryptInit_ex(cipher, ssl.EVP_aes_256_cbc(), null, &key.aes, iv) != 1) return -1;
     }
     var digest = "SHA256".*;
@@ -367,8 +366,11 @@ fn ticketKey(connection: *ssl.SSL, key_name: [*]u8, iv: [*]u8, cipher: *ssl.EVP_
         ssl.OSSL_PARAM_construct_end(),
     };
     if (ssl.EVP_MAC_CTX_set_params(mac, &params) != 1) return -1;
-    // 2: sealed with the previous key; taken, and a new ticket is issued.
-    return if (enc == 1 or current) 1 else 2;
+    // Decrypted: 2 asks for a fresh ticket. A TLS 1.3 client uses a ticket once (RFC 8446
+    // §C.4), and OpenSSL issues one on a resumption only when asked: without it every other
+    // connection of a client would be a full handshake. (A ticket under the previous key is
+    // replaced this way too.)
+    return if (enc == 1) 1 else 2;
 }
 
 /// Record buffers: a connection borrows one for records received and not yet decrypted,
