@@ -161,7 +161,7 @@ pub const Tls = struct {
     /// names (wildcards included).
     certificates: []const Certificate = &.{},
     /// Instead of `certificates`: a certificate made at start, in memory, for localhost,
-    /// 127.0.0.1 and ::1 (ECDSA P-256, valid 30 days), for local HTTPS. Its SHA-256
+    /// 127.0.0.1 and ::1 (ECDSA P-256, valid a year), for local HTTPS. Its SHA-256
     /// fingerprint is in `tls.Context.fingerprint`.
     self_signed: bool = false,
     /// PEM file of the CAs client certificates must chain to. With it, every client must

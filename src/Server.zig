@@ -266,6 +266,10 @@ pub fn Server(comptime Handler: type) type {
             // SO_REUSEPORT may send any share of the connections to one listener: each
             // worker reserves room for all of them. The room is address space, touched only
             // as connections arrive.
+            if (tls_context != null) {
+                // Said once per listener: how file bodies leave it.
+                log.info("TLS on {s}:{d}: file bodies are read, encrypted and written by saker (no kTLS)", .{ config.host, port_number });
+            }
             const per_worker: u32 = switch (config.engine) {
                 .blocking => 1,
                 else => config.connections_max,

@@ -280,7 +280,7 @@ fn writeAnnouncement(w: *std.Io.Writer, host: []const u8, port: u16, listener: L
     if (listener.note) |note| try w.print(" ({s})", .{note});
     try w.writeByte('\n');
     if (listener.self_signed_fingerprint) |fingerprint| {
-        try w.writeAll("  self-signed certificate for localhost, 127.0.0.1 and ::1 (made now, valid 30 days)\n  SHA-256 fingerprint ");
+        try w.writeAll("  self-signed certificate for localhost, 127.0.0.1 and ::1 (made now, valid a year)\n  SHA-256 fingerprint ");
         for (fingerprint, 0..) |byte, i| try w.print("{s}{X:0>2}", .{ if (i == 0) "" else ":", byte });
         try w.print(
             \\

@@ -121,6 +121,20 @@ pub fn startTls(client: *Client, server_name: ?[*:0]const u8) Error!void {
     client.tls = connection;
 }
 
+/// Completes the TLS handshake now rather than with the first send or read.
+pub fn handshake(client: *Client) Error!void {
+    const connection = client.tls orelse return;
+    while (true) {
+        const rc = ssl.SSL_do_handshake(connection);
+        if (rc == 1) return;
+        switch (failure(connection, rc, "handshake")) {
+            .retry => continue,
+            .timeout => return error.Timeout,
+            .closed, .failed => return error.ConnectFailed,
+        }
+    }
+}
+
 /// What a failed SSL call on the client's blocking socket came to.
 const Failure = enum { retry, timeout, closed, failed };
 

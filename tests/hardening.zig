@@ -184,34 +184,36 @@ test "smuggling: unusual but valid framing is read exactly one way, on every eng
     }
 }
 
-/// Opens `count` connections that send a request head a few bytes at a time, never finishing.
+/// Opens `count` connections that send a request head a few bytes at a time, never finishing:
+/// over TLS when the suite runs over TLS (each handshake done at the start, so the bytes that
+/// dribble are records).
 const Slowloris = struct {
-    fds: []linux.fd_t,
+    clients: []Client,
+    open_count: usize = 0,
     sent: usize = 0,
 
-    fn open(port: u16, fds: []linux.fd_t) !Slowloris {
-        for (fds, 0..) |*fd, i| {
-            // Raw bytes, whatever the suite's transport (over TLS, stalled handshakes are
-            // tests/tls.zig's).
-            const client = Client.connectPlain(port, 5_000) catch |err| {
-                for (fds[0..i]) |f| _ = linux.close(f);
-                return err;
-            };
-            fd.* = client.fd;
+    fn open(port: u16, count: usize) !Slowloris {
+        var slow: Slowloris = .{ .clients = try testing.allocator.alloc(Client, count) };
+        errdefer slow.close();
+        for (slow.clients) |*client| {
+            client.* = try Client.connect(port, 5_000);
+            slow.open_count += 1;
+            try client.handshake();
         }
-        return .{ .fds = fds };
+        return slow;
     }
 
     /// Sends the next byte of an endless head on every connection.
     fn dribble(slow: *Slowloris) void {
         const head = "GET / HTTP/1.1\r\nHost: slow\r\nX-a: ";
         const byte: []const u8 = if (slow.sent < head.len) head[slow.sent..][0..1] else "a";
-        for (slow.fds) |fd| _ = linux.sendto(fd, byte.ptr, 1, linux.MSG.NOSIGNAL | linux.MSG.DONTWAIT, null, 0);
+        for (slow.clients[0..slow.open_count]) |*client| client.send(byte) catch {};
         slow.sent += 1;
     }
 
     fn close(slow: *Slowloris) void {
-        for (slow.fds) |fd| _ = linux.close(fd);
+        for (slow.clients[0..slow.open_count]) |*client| client.close();
+        testing.allocator.free(slow.clients);
     }
 };
 
@@ -222,8 +224,7 @@ test "slowloris: 1000 dribbling connections do not slow a normal client" {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try ServerThread(Echo).start(kind, .{ .header_timeout_ms = 60_000, .thread_stack_bytes = 256 * 1024 });
         defer running.stop();
-        var fds: [1000]linux.fd_t = undefined;
-        var slow = try Slowloris.open(running.port(), &fds);
+        var slow = try Slowloris.open(running.port(), 1000);
         defer slow.close();
         var client = try Client.connect(running.port(), 10_000);
         defer client.close();

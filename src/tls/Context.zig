@@ -197,8 +197,12 @@ fn useCertificate(ctx: *ssl.SSL_CTX, certificate: Config.Certificate, gpa: std.m
     }
 }
 
+/// How long a self-signed certificate is valid. It is made anew at each start, so its length
+/// guards nothing; a year keeps clients (and testssl.sh) from warning about expiry.
+const self_signed_days = 365;
+
 /// A fresh ECDSA P-256 key and a certificate for localhost, 127.0.0.1 and ::1, signed by
-/// that key, valid from now for 30 days.
+/// that key, valid from an hour ago for `self_signed_days`.
 fn selfSigned(ctx: *ssl.SSL_CTX) Error!void {
     const keygen = ssl.EVP_PKEY_CTX_new_from_name(null, "EC", null) orelse return fail("self-signed", "no EC key generator");
     defer ssl.EVP_PKEY_CTX_free(keygen);
@@ -208,14 +212,16 @@ fn selfSigned(ctx: *ssl.SSL_CTX) Error!void {
     defer ssl.EVP_PKEY_free(key);
     const x = ssl.X509_new() orelse return error.OutOfMemory;
     defer ssl.X509_free(x);
-    var serial: [4]u8 = undefined;
-    _ = ssl.RAND_bytes(&serial, serial.len);
-    const serial_number: c_long = @intCast(std.mem.readInt(u32, &serial, .little) >> 1);
+    // A random 127-bit serial number (RFC 5280 allows up to 20 octets; CA/B rules ask for 64
+    // bits of entropy at least).
+    const serial = ssl.BN_new() orelse return error.OutOfMemory;
+    defer ssl.BN_free(serial);
+    if (ssl.BN_rand(serial, 127, -1, 0) != 1) return fail("self-signed", "no random serial number");
     const name = ssl.X509_get_subject_name(x);
     const ok = ssl.X509_set_version(x, 2) == 1 and
-        ssl.ASN1_INTEGER_set(ssl.X509_get_serialNumber(x), serial_number) == 1 and
+        ssl.BN_to_ASN1_INTEGER(serial, ssl.X509_get_serialNumber(x)) != null and
         ssl.X509_gmtime_adj(ssl.X509_getm_notBefore(x), -3600) != null and
-        ssl.X509_gmtime_adj(ssl.X509_getm_notAfter(x), 30 * 24 * 3600) != null and
+        ssl.X509_gmtime_adj(ssl.X509_getm_notAfter(x), self_signed_days * 24 * 3600) != null and
         ssl.X509_set_pubkey(x, key.?) == 1 and
         ssl.X509_NAME_add_entry_by_txt(name, "O", ssl.MBSTRING_ASC, "saker (self-signed)", -1, -1, 0) == 1 and
         ssl.X509_NAME_add_entry_by_txt(name, "CN", ssl.MBSTRING_ASC, "localhost", -1, -1, 0) == 1 and
