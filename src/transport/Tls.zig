@@ -760,3 +760,57 @@ test "Tls: an HTTP request in plaintext gets a plaintext 400, then the close" {
     _ = s.sent(bytes.len);
     try testing.expectEqual(contract.Next.close, s.next(.recv));
 }
+
+test "Tls: a batch of small and large iovecs, from any offset, arrives whole and in order" {
+    const testing = std.testing;
+    const context = try Context.init(testing.allocator, .{ .self_signed = true });
+    defer context.deinit();
+    const s = context.open(0, 10_000).?;
+    defer s.destroy();
+    var client = try TestClient.init();
+    defer client.deinit();
+    var protocol_buffer: [4096]u8 = undefined;
+    try handshakeInMemory(s, &client, &protocol_buffer);
+
+    var body: [40 * 1024]u8 = undefined;
+    for (&body, 0..) |*b, i| b.* = @intCast(i % 251);
+    const head = "HTTP/1.1 200 OK\r\nContent-Length: 40960\r\n\r\n";
+    const iovecs = [_]posix.iovec_const{
+        .{ .base = head.ptr, .len = head.len },
+        .{ .base = head.ptr, .len = 0 },
+        .{ .base = &body, .len = 7 },
+        .{ .base = body[7..].ptr, .len = body.len - 7 },
+    };
+    var expected: [head.len + body.len]u8 = undefined;
+    @memcpy(expected[0..head.len], head);
+    @memcpy(expected[head.len..], &body);
+    // As the protocol does: the batch is offered again, from where the last send ended,
+    // until all of it is taken.
+    for ([_]usize{ 0, 1, head.len, head.len + 3, head.len + 7, expected.len - 1 }) |skip| {
+        var taken: usize = skip;
+        while (taken < expected.len) {
+            var cursor: Cursor = .{ .iovecs = &iovecs };
+            cursor.skip(taken);
+            const rest = cursor.iovecs[cursor.index..];
+            var local: [4]posix.iovec_const = undefined;
+            @memcpy(local[0..rest.len], rest);
+            local[0].base += cursor.offset;
+            local[0].len -= cursor.offset;
+            const action = s.next(.{ .send = local[0..rest.len] });
+            const out = action.send[0];
+            try testing.expect(ssl.BIO_write(client.from_server, out.base, @intCast(out.len)) > 0);
+            const n = s.sent(out.len).?;
+            try testing.expect(n > 0);
+            taken += n;
+        }
+        try testing.expectEqual(expected.len, taken);
+        var got: [expected.len]u8 = undefined;
+        var total: usize = 0;
+        while (total < expected.len - skip) {
+            var read: usize = 0;
+            try testing.expect(ssl.SSL_read_ex(client.connection, got[total..].ptr, got.len - total, &read) == 1);
+            total += read;
+        }
+        try testing.expectEqualSlices(u8, expected[skip..], got[0..total]);
+    }
+}
