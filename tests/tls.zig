@@ -87,6 +87,11 @@ fn run(argv: []const []const u8, stdin: ?[]const u8) !std.process.RunResult {
     return result;
 }
 
+/// "127.0.0.1:PORT", as `openssl s_client -connect` takes it.
+fn loopback(buffer: []u8, port: u16) ![]const u8 {
+    return std.mem.print(buffer, "127.0.0.1:{d}", .{port});
+}
+
 fn freeResult(result: std.process.RunResult) void {
     testing.allocator.free(result.stdout);
     testing.allocator.free(result.stderr);
@@ -118,7 +123,7 @@ test "openssl s_client: TLS 1.0 and 1.1 are refused; ALPN picks http/1.1, and an
     const running = try Running.start(.epoll, .{});
     defer running.stop();
     var connect: [32]u8 = undefined;
-    const address = try std.mem.print(&connect, "127.0.0.1:{d}", .{running.port()});
+    const address = try loopback(&connect, running.port());
     for ([_][]const u8{ "-tls1", "-tls1_1" }) |old| {
         const result = run(&.{ "openssl", "s_client", "-connect", address, old }, "") catch |err| return skipWithout("openssl", err);
         defer freeResult(result);
@@ -143,7 +148,7 @@ test "openssl s_client: a TLS 1.3 session is resumed with a ticket, and the resu
     const running = try Running.start(.epoll, .{});
     defer running.stop();
     var connect: [32]u8 = undefined;
-    const address = try std.mem.print(&connect, "127.0.0.1:{d}", .{running.port()});
+    const address = try loopback(&connect, running.port());
     var dir = testing.tmpDir(.{});
     defer dir.cleanup();
     var path_buffer: [std.fs.max_path_bytes]u8 = undefined;
@@ -221,7 +226,7 @@ test "SNI: each name gets its certificate; an unknown name gets the first, or an
         const running = try Running.start(.epoll, .{ .tls = .{ .certificates = &certificates, .sni_strict = strict } });
         defer running.stop();
         var connect: [32]u8 = undefined;
-        const address = try std.mem.print(&connect, "127.0.0.1:{d}", .{running.port()});
+        const address = try loopback(&connect, running.port());
         for ([_][2][]const u8{ .{ "a.test", "CN = a.test" }, .{ "b.test", "CN = b.test" }, .{ "c.test", "CN = a.test" } }) |case| {
             const result = run(&.{ "openssl", "s_client", "-connect", address, "-servername", case[0] }, "") catch |err| return skipWithout("openssl", err);
             defer freeResult(result);

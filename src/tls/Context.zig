@@ -121,7 +121,7 @@ fn load(context: *Context) Error!*Certificates {
         if (settings.self_signed) {
             try selfSigned(ctx);
         } else {
-            try useCertificate(ctx, settings.certificates[i], gpa);
+            try useCertificate(ctx, settings.certificates[i]);
         }
         slot.* = ctx;
         made += 1;
@@ -177,8 +177,7 @@ const tls12_ciphers = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA3
     "ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-CHACHA20-POLY1305";
 const tls13_suites = "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
 
-fn useCertificate(ctx: *ssl.SSL_CTX, certificate: Config.Certificate, gpa: std.mem.Allocator) Error!void {
-    _ = gpa;
+fn useCertificate(ctx: *ssl.SSL_CTX, certificate: Config.Certificate) Error!void {
     var chain_path: [std.fs.max_path_bytes:0]u8 = undefined;
     var key_path: [std.fs.max_path_bytes:0]u8 = undefined;
     const chain = try pathZ(&chain_path, certificate.chain_file);

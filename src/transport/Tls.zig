@@ -664,18 +664,50 @@ fn handshakeInMemory(s: *Tls, client: *TestClient, protocol_buffer: []u8) !void 
     return error.HandshakeDidNotFinish;
 }
 
+/// A server session and a client on memory, past their handshake: what the tests below share.
+const TestPair = struct {
+    context: *Context,
+    s: *Tls,
+    client: TestClient,
+
+    /// Handshakes with the server's records going through `protocol_buffer`'s transport calls.
+    fn init(pair: *TestPair, protocol_buffer: []u8) !void {
+        pair.context = try Context.init(std.testing.allocator, .{ .self_signed = true });
+        errdefer pair.context.deinit();
+        pair.s = pair.context.open(0, 10_000).?;
+        errdefer pair.s.destroy();
+        pair.client = try TestClient.init();
+        errdefer pair.client.deinit();
+        try handshakeInMemory(pair.s, &pair.client, protocol_buffer);
+    }
+
+    fn deinit(pair: *TestPair) void {
+        pair.client.deinit();
+        pair.s.destroy();
+        pair.context.deinit();
+    }
+
+    /// Reads exactly `buffer.len` plaintext bytes on the client.
+    fn clientReads(pair: *TestPair, buffer: []u8) !void {
+        var total: usize = 0;
+        while (total < buffer.len) {
+            var read: usize = 0;
+            try std.testing.expect(ssl.SSL_read_ex(pair.client.connection, buffer[total..].ptr, buffer.len - total, &read) == 1);
+            total += read;
+        }
+    }
+};
+
 test "Tls: handshake, then a request fed a byte at a time and a response, through memory" {
     const testing = std.testing;
-    const context = try Context.init(testing.allocator, .{ .self_signed = true });
-    defer context.deinit();
-    const s = context.open(0, 10_000).?;
-    defer s.destroy();
-    var client = try TestClient.init();
-    defer client.deinit();
     var wire: [64 * 1024]u8 = undefined;
     var protocol_buffer: [4096]u8 = undefined;
     // The handshake: client flight, server flight, client Finished.
-    try handshakeInMemory(s, &client, &protocol_buffer);
+    var pair: TestPair = undefined;
+    try pair.init(&protocol_buffer);
+    defer pair.deinit();
+    const s = pair.s;
+    const client = &pair.client;
     try testing.expect(!s.handshaking());
 
     // A request, one byte of records at a time: nothing reaches the protocol until a record is
@@ -706,27 +738,20 @@ test "Tls: handshake, then a request fed a byte at a time and a response, throug
     try testing.expectEqual(@as(?usize, null), s.sent(1)); // partial: not yet the protocol's
     try testing.expect(ssl.BIO_write(client.from_server, out.base, @intCast(out.len)) > 0);
     try testing.expectEqual(@as(?usize, parts[0].len + parts[1].len), s.sent(out.len - 1));
-    var response: [128]u8 = undefined;
-    var total: usize = 0;
-    while (total < parts[0].len + parts[1].len) {
-        var read: usize = 0;
-        try testing.expect(ssl.SSL_read_ex(client.connection, response[total..].ptr, response.len - total, &read) == 1);
-        total += read;
-    }
-    try testing.expectEqualStrings("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", response[0..total]);
+    var response: [parts[0].len + parts[1].len]u8 = undefined;
+    try pair.clientReads(&response);
+    try testing.expectEqualStrings("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", &response);
 }
 
 test "Tls: records that do not fit the protocol's buffer are held back, then delivered" {
     const testing = std.testing;
-    const context = try Context.init(testing.allocator, .{ .self_signed = true });
-    defer context.deinit();
-    const s = context.open(0, 10_000).?;
-    defer s.destroy();
-    var client = try TestClient.init();
-    defer client.deinit();
     var wire: [64 * 1024]u8 = undefined;
     var small: [10]u8 = undefined;
-    try handshakeInMemory(s, &client, &small);
+    var pair: TestPair = undefined;
+    try pair.init(&small);
+    defer pair.deinit();
+    const s = pair.s;
+    const client = &pair.client;
     const message = "0123456789abcdefghij";
     var written: usize = 0;
     try testing.expect(ssl.SSL_write_ex(client.connection, message, message.len, &written) == 1);
@@ -763,14 +788,12 @@ test "Tls: an HTTP request in plaintext gets a plaintext 400, then the close" {
 
 test "Tls: a batch of small and large iovecs, from any offset, arrives whole and in order" {
     const testing = std.testing;
-    const context = try Context.init(testing.allocator, .{ .self_signed = true });
-    defer context.deinit();
-    const s = context.open(0, 10_000).?;
-    defer s.destroy();
-    var client = try TestClient.init();
-    defer client.deinit();
     var protocol_buffer: [4096]u8 = undefined;
-    try handshakeInMemory(s, &client, &protocol_buffer);
+    var pair: TestPair = undefined;
+    try pair.init(&protocol_buffer);
+    defer pair.deinit();
+    const s = pair.s;
+    const client = &pair.client;
 
     var body: [40 * 1024]u8 = undefined;
     for (&body, 0..) |*b, i| b.* = @intCast(i % 251);
@@ -805,12 +828,7 @@ test "Tls: a batch of small and large iovecs, from any offset, arrives whole and
         }
         try testing.expectEqual(expected.len, taken);
         var got: [expected.len]u8 = undefined;
-        var total: usize = 0;
-        while (total < expected.len - skip) {
-            var read: usize = 0;
-            try testing.expect(ssl.SSL_read_ex(client.connection, got[total..].ptr, got.len - total, &read) == 1);
-            total += read;
-        }
-        try testing.expectEqualSlices(u8, expected[skip..], got[0..total]);
+        try pair.clientReads(got[0 .. expected.len - skip]);
+        try testing.expectEqualSlices(u8, expected[skip..], got[0 .. expected.len - skip]);
     }
 }
