@@ -254,5 +254,5 @@ pub fn main(init: std.process.Init) !void {
     var routes: Routes = .{ .context = &app };
     var server = try saker.Server(Routes).init(init.gpa, &routes, config);
     defer server.deinit();
-    try saker.cli.run(init.io, &server, config.host);
+    try saker.cli.run(init.io, &server);
 }

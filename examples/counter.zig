@@ -23,5 +23,5 @@ pub fn main(init: std.process.Init) !void {
     var counter: Counter = .{};
     var server = try saker.Server(Counter).init(init.gpa, &counter, config);
     defer server.deinit();
-    try saker.cli.run(init.io, &server, config.host);
+    try saker.cli.run(init.io, &server);
 }

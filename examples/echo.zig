@@ -47,5 +47,5 @@ pub fn main(init: std.process.Init) !void {
     var echo: Echo = .{};
     var server = try saker.Server(Echo).init(init.gpa, &echo, config);
     defer server.deinit();
-    try saker.cli.run(init.io, &server, config.host);
+    try saker.cli.run(init.io, &server);
 }

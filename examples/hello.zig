@@ -33,5 +33,5 @@ pub fn main(init: std.process.Init) !void {
     var hello: Hello = .{};
     var server = try saker.Server(Hello).init(init.gpa, &hello, config);
     defer server.deinit();
-    try saker.cli.run(init.io, &server, config.host);
+    try saker.cli.run(init.io, &server);
 }

@@ -190,5 +190,5 @@ pub fn main(init: std.process.Init) !void {
     var routes: Routes = .{ .context = {} };
     var server = try saker.Server(Routes).init(init.gpa, &routes, config);
     defer server.deinit();
-    try saker.cli.run(init.io, &server, config.host);
+    try saker.cli.run(init.io, &server);
 }

@@ -125,5 +125,5 @@ pub fn main(init: std.process.Init) !void {
     defer chat.members.deinit(init.gpa);
     var server = try saker.Server(Chat).init(init.gpa, &chat, config);
     defer server.deinit();
-    try saker.cli.run(init.io, &server, config.host);
+    try saker.cli.run(init.io, &server);
 }

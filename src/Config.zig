@@ -2,6 +2,7 @@
 //! fit for the open internet. `validate` ties the limits together; `Server.init` refuses a
 //! configuration it rejects, naming the offending field.
 const std = @import("std");
+const assert = std.debug.assert;
 
 const Config = @This();
 
@@ -25,6 +26,13 @@ backlog: u31 = 1024,
 tls: ?Tls = null,
 /// Time a client has to complete its TLS handshake (then closed without a word).
 tls_handshake_timeout_ms: u32 = 10_000,
+/// Further listeners of the same server, each on its own address and port, plaintext or TLS
+/// with certificates of its own: `.port = 8080` with
+/// `.listeners = &.{.{ .port = 8443, .tls = .{ ... } }}` serves HTTP and HTTPS. The handler,
+/// engine and limits are shared; each listener gets `workers` engine threads of its own (so
+/// `Request.worker_index` counts them all, see `Server.workerCountFor`). At most
+/// `listeners_max`.
+listeners: []const Listener = &.{},
 
 // Connections.
 
@@ -175,6 +183,68 @@ pub const Tls = struct {
     ticket_key_rotation_s: u32 = 12 * 3600,
 };
 
+/// One more address a server listens on (`Config.listeners`).
+pub const Listener = struct {
+    /// An IPv4 or IPv6 literal, as `Config.host`.
+    host: []const u8 = "127.0.0.1",
+    /// 0 asks the kernel for a free one (read it back with `Server.listenerPort`).
+    port: u16,
+    /// HTTPS on this listener; null serves plaintext HTTP.
+    tls: ?Tls = null,
+};
+
+/// Listeners a server may have, the first (`host`, `port`, `tls`) included.
+pub const listeners_max = 16;
+
+/// How many listeners the server has: the first (`host`, `port`, `tls`) and `listeners`.
+pub fn listenerCount(config: *const Config) usize {
+    return 1 + config.listeners.len;
+}
+
+/// Listener `index`: 0 is the first (`host`, `port`, `tls`), then `listeners` in order.
+pub fn listenerAt(config: *const Config, index: usize) Listener {
+    assert(index < config.listenerCount());
+    if (index == 0) return .{ .host = config.host, .port = config.port, .tls = config.tls };
+    return config.listeners[index - 1];
+}
+
+/// Whether some listener speaks TLS.
+pub fn anyTls(config: *const Config) bool {
+    for (0..config.listenerCount()) |i| {
+        if (config.listenerAt(i).tls != null) return true;
+    }
+    return false;
+}
+
+/// Checks the TLS settings of every listener; on failure `reason` names the rule.
+fn validateListeners(config: *const Config, reason: *[]const u8) Error!void {
+    if (config.listenerCount() > listeners_max) {
+        reason.* = "listeners: at most 15 besides the first (listeners_max is 16)";
+        return error.InvalidConfig;
+    }
+    for (0..config.listenerCount()) |i| {
+        const listener = config.listenerAt(i);
+        for (0..i) |j| {
+            const other = config.listenerAt(j);
+            if (listener.port != 0 and listener.port == other.port and std.mem.eql(u8, listener.host, other.host)) {
+                reason.* = "listeners: two listeners on the same address and port";
+                return error.InvalidConfig;
+            }
+        }
+        const tls = listener.tls orelse continue;
+        if (tls.self_signed == (tls.certificates.len > 0)) {
+            reason.* = "tls needs certificates, or self_signed (not both)";
+            return error.InvalidConfig;
+        }
+        for (tls.certificates) |c| {
+            if (c.chain_file.len == 0 or c.key_file.len == 0) {
+                reason.* = "tls: each certificate needs its chain file and its key file (--tls-cert with --tls-key)";
+                return error.InvalidConfig;
+            }
+        }
+    }
+}
+
 /// A certificate chain (leaf first) and its private key, as PEM files.
 pub const Certificate = struct {
     chain_file: []const u8,
@@ -244,17 +314,7 @@ pub fn validate(config: *const Config, reason: *[]const u8) Error!void {
             .why = "arena_request_bytes_max must be at least arena_bytes + body_bytes_max (buffered bodies live in the arena)",
         },
         .{
-            .ok = if (config.tls) |tls| tls.self_signed != (tls.certificates.len > 0) else true,
-            .why = "tls needs certificates, or self_signed (not both)",
-        },
-        .{
-            .ok = if (config.tls) |tls| for (tls.certificates) |c| {
-                if (c.chain_file.len == 0 or c.key_file.len == 0) break false;
-            } else true else true,
-            .why = "tls: each certificate needs its chain file and its key file (--tls-cert with --tls-key)",
-        },
-        .{
-            .ok = config.tls == null or config.tls_handshake_timeout_ms > 0,
+            .ok = !config.anyTls() or config.tls_handshake_timeout_ms > 0,
             .why = "tls_handshake_timeout_ms must be positive",
         },
         .{
@@ -268,6 +328,7 @@ pub fn validate(config: *const Config, reason: *[]const u8) Error!void {
             return error.InvalidConfig;
         }
     }
+    try config.validateListeners(reason);
 }
 
 /// The number of worker threads `workers` asks for on this machine.
@@ -281,6 +342,34 @@ test "Config: defaults are valid" {
     var reason: []const u8 = "";
     const config: Config = .{};
     try config.validate(&reason);
+}
+
+test "Config: listeners are numbered from the first, and their TLS settings checked" {
+    var reason: []const u8 = "";
+    const extra = [_]Listener{ .{ .port = 8443, .tls = .{ .self_signed = true } }, .{ .host = "::1", .port = 0 } };
+    var config: Config = .{ .port = 8080, .listeners = &extra };
+    try config.validate(&reason);
+    try std.testing.expectEqual(3, config.listenerCount());
+    try std.testing.expectEqual(8080, config.listenerAt(0).port);
+    try std.testing.expect(config.listenerAt(0).tls == null);
+    try std.testing.expect(config.listenerAt(1).tls.?.self_signed);
+    try std.testing.expectEqualStrings("::1", config.listenerAt(2).host);
+    try std.testing.expect(config.anyTls());
+
+    const no_certificate = [_]Listener{.{ .port = 8443, .tls = .{} }};
+    config.listeners = &no_certificate;
+    try std.testing.expectError(error.InvalidConfig, config.validate(&reason));
+    try std.testing.expect(std.mem.find(u8, reason, "certificates") != null);
+
+    const same_port = [_]Listener{.{ .port = 8080 }};
+    config.listeners = &same_port;
+    try std.testing.expectError(error.InvalidConfig, config.validate(&reason));
+    try std.testing.expect(std.mem.find(u8, reason, "same address and port") != null);
+
+    const too_many: [listeners_max]Listener = @splat(.{ .port = 0 });
+    config.listeners = &too_many;
+    try std.testing.expectError(error.InvalidConfig, config.validate(&reason));
+    try std.testing.expect(std.mem.find(u8, reason, "listeners_max") != null);
 }
 
 test "Config: inconsistent limits are named" {

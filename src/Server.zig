@@ -194,11 +194,14 @@ pub fn Server(comptime Handler: type) type {
         handler: *Handler,
         config: Config,
         control: engine.Control,
-        /// One listener per engine thread (SO_REUSEPORT), all on `port`.
+        /// One per configured listener (`Config.listenerAt`): where it listens and how.
+        endpoints: []Endpoint,
+        /// `sockets_per_endpoint` listening sockets per endpoint (SO_REUSEPORT), one per
+        /// engine thread: endpoint `e` has `listeners[e * sockets_per_endpoint ..]`.
         listeners: []socket.Listener,
+        sockets_per_endpoint: u32,
         workers: []Worker,
         connections_per_worker: u32,
-        bound_port: u16,
         /// Whether serving started (a server serves once).
         served: bool = false,
         /// One per listener while serving: what `stop` takes from it (see `engine.Door`).
@@ -217,8 +220,15 @@ pub fn Server(comptime Handler: type) type {
         /// Threads for handlers that may block (event engines only).
         handler_pool: HandlerPool = undefined,
         handler_pool_started: bool = false,
-        /// What every TLS connection shares, when `config.tls` is set.
-        tls: ?*TlsContext = null,
+
+        /// A configured listener, bound.
+        pub const Endpoint = struct {
+            host: []const u8,
+            /// The real port (the kernel's choice when the configured one was 0).
+            port: u16,
+            /// What every connection of this listener shares; null for plaintext.
+            tls: ?*TlsContext,
+        };
 
         /// Why `init` failed.
         pub const InitError = error{ InvalidConfig, OutOfMemory, TlsSetupFailed } || socket.ListenError;
@@ -231,10 +241,22 @@ pub fn Server(comptime Handler: type) type {
                 log.err("invalid configuration: {s}", .{reason});
                 return err;
             };
+            const endpoint_count = config.listenerCount();
+            const endpoints = try gpa.alloc(Endpoint, endpoint_count);
+            errdefer gpa.free(endpoints);
             // Certificates first: a bad file is named before any port is taken.
-            const tls_context: ?*TlsContext = if (config.tls) |settings| try TlsContext.init(gpa, settings) else null;
-            errdefer if (tls_context) |context| context.deinit();
-            const thread_count: u32 = switch (config.engine) {
+            var contexts: usize = 0;
+            errdefer for (endpoints[0..contexts]) |e| if (e.tls) |context| context.deinit();
+            for (endpoints, 0..) |*endpoint, i| {
+                const listener = config.listenerAt(i);
+                endpoint.* = .{
+                    .host = listener.host,
+                    .port = listener.port,
+                    .tls = if (listener.tls) |settings| try TlsContext.init(gpa, settings) else null,
+                };
+                contexts += 1;
+            }
+            const per_endpoint: u32 = switch (config.engine) {
                 .blocking => 1,
                 else => config.workerCount(),
             };
@@ -243,33 +265,35 @@ pub fn Server(comptime Handler: type) type {
                 .connections_max = config.connections_max,
             }) catch return error.SystemResources;
             errdefer control.deinit();
-            control.tls = config.tls != null;
-            const listeners = try gpa.alloc(socket.Listener, thread_count);
+            const listeners = try gpa.alloc(socket.Listener, per_endpoint * endpoint_count);
             errdefer gpa.free(listeners);
             var bound: usize = 0;
             errdefer for (listeners[0..bound]) |l| l.close();
             // SO_REUSEPORT would share an explicit port with another server already on it.
-            if (config.port != 0) try socket.checkPortFree(config.host, config.port);
-            var port_number = config.port;
-            for (listeners) |*listener| {
-                listener.* = try socket.listen(.{
-                    .host = config.host,
-                    .port = port_number,
-                    .backlog = config.backlog,
-                    .nonblocking = true,
-                    .unsent_bytes_max = config.unsent_bytes_max,
-                });
-                port_number = listener.port;
-                bound += 1;
+            for (endpoints) |endpoint| {
+                if (endpoint.port != 0) try socket.checkPortFree(endpoint.host, endpoint.port);
+            }
+            for (endpoints, 0..) |*endpoint, e| {
+                for (listeners[e * per_endpoint ..][0..per_endpoint]) |*listener| {
+                    listener.* = try socket.listen(.{
+                        .host = endpoint.host,
+                        .port = endpoint.port,
+                        .backlog = config.backlog,
+                        .nonblocking = true,
+                        .unsent_bytes_max = config.unsent_bytes_max,
+                    });
+                    endpoint.port = listener.port;
+                    bound += 1;
+                }
+                if (endpoint.tls != null) {
+                    // Said once per listener: how file bodies leave it.
+                    log.info("TLS on {s}:{d}: file bodies are read, encrypted and written by saker (no kTLS)", .{ endpoint.host, endpoint.port });
+                }
             }
             // `connections_max` is counted server-wide (`engine.Control.admit`), and
             // SO_REUSEPORT may send any share of the connections to one listener: each
             // worker reserves room for all of them. The room is address space, touched only
             // as connections arrive.
-            if (tls_context != null) {
-                // Said once per listener: how file bodies leave it.
-                log.info("TLS on {s}:{d}: file bodies are read, encrypted and written by saker (no kTLS)", .{ config.host, port_number });
-            }
             const per_worker: u32 = switch (config.engine) {
                 .blocking => 1,
                 else => config.connections_max,
@@ -279,12 +303,12 @@ pub fn Server(comptime Handler: type) type {
                 .handler = handler,
                 .config = config,
                 .control = control,
+                .endpoints = endpoints,
                 .listeners = listeners,
+                .sockets_per_endpoint = per_endpoint,
                 .workers = &.{},
                 .connections_per_worker = per_worker,
-                .bound_port = port_number,
                 .budget = .init(config.overflow_bytes_max),
-                .tls = tls_context,
             };
         }
 
@@ -293,13 +317,25 @@ pub fn Server(comptime Handler: type) type {
             for (server.listeners) |l| l.close();
             server.gpa.free(server.listeners);
             server.control.deinit();
-            if (server.tls) |context| context.deinit();
+            for (server.endpoints) |endpoint| if (endpoint.tls) |context| context.deinit();
+            server.gpa.free(server.endpoints);
             server.* = undefined;
         }
 
-        /// The port the listeners are bound to (the real one when `config.port` was 0).
+        /// The port of the first listener (`config.port`; the real one when that was 0).
         pub fn port(server: *const ServerOfHandler) u16 {
-            return server.bound_port;
+            return server.endpoints[0].port;
+        }
+
+        /// The port of listener `index` (`Config.listenerAt`): the real one when the
+        /// configured one was 0.
+        pub fn listenerPort(server: *const ServerOfHandler, index: usize) u16 {
+            return server.endpoints[index].port;
+        }
+
+        /// The endpoint listening socket `index` belongs to.
+        fn endpointOf(server: *const ServerOfHandler, index: usize) *const Endpoint {
+            return &server.endpoints[index / server.sockets_per_endpoint];
         }
 
         /// Asks the server to stop: connections made from now on are refused (those the
@@ -360,13 +396,15 @@ pub fn Server(comptime Handler: type) type {
             handler.onTick(worker_index);
         }
 
-        /// How many workers `config` runs: `Request.worker_index` is below it.
+        /// How many workers `config` runs: `Request.worker_index` is below it. Each listener
+        /// (`Config.listeners`) has engine threads, and so workers, of its own.
         pub fn workerCountFor(config: *const Config) u32 {
-            return switch (config.engine) {
+            const per_listener: u32 = switch (config.engine) {
                 .blocking => 1,
-                .thread_per_connection, .worker_pool => 1,
+                .thread_per_connection, .worker_pool => return 1,
                 .epoll, .io_uring => config.workerCount(),
             };
+            return per_listener * @as(u32, @intCast(config.listenerCount()));
         }
 
         /// Serves until `stop` is called; returns after in-flight requests are done (or
@@ -418,7 +456,7 @@ pub fn Server(comptime Handler: type) type {
             defer posix.sigprocmask(linux.SIG.SETMASK, &old_mask, null);
             const signal_fd = try posix.signalfd(-1, &mask, linux.SFD.CLOEXEC);
             defer _ = linux.close(signal_fd);
-            if (options.ready) |ready| ready.call(ready.context, server.bound_port);
+            if (options.ready) |ready| ready.call(ready.context, server.port());
             if (server.config.processes > 1) {
                 try Prefork.run(server.gpa, server.config.processes, .{
                     .signal_fd = signal_fd,
@@ -439,7 +477,6 @@ pub fn Server(comptime Handler: type) type {
                 .shutdown_timeout_ms = server.config.shutdown_timeout_ms,
                 .connections_max = server.config.connections_max,
             }) catch return 1;
-            server.control.tls = server.config.tls != null;
             var mask = posix.sigemptyset();
             posix.sigaddset(&mask, .INT);
             posix.sigaddset(&mask, .TERM);
@@ -494,11 +531,19 @@ pub fn Server(comptime Handler: type) type {
             }
         }
 
-        /// What SIGHUP does: the TLS certificates are loaded again from their files. Open
-        /// connections are not touched; a failure keeps the certificates in use, says why in
-        /// the log, and is returned. Safe from any thread.
+        /// What SIGHUP does: the TLS certificates of every listener are loaded again from
+        /// their files. Open connections are not touched; a failure keeps that listener's
+        /// certificates in use, says why in the log, and is returned (after the other
+        /// listeners had their turn). Safe from any thread.
         pub fn reload(server: *ServerOfHandler) TlsContext.Error!void {
-            if (server.tls) |context| try context.reload();
+            var result: TlsContext.Error!void = {};
+            for (server.endpoints) |endpoint| {
+                const context = endpoint.tls orelse continue;
+                context.reload() catch |err| {
+                    result = err;
+                };
+            }
+            return result;
         }
 
         /// Creates the workers (or the pool) and the doors, and starts one engine thread per
@@ -515,7 +560,6 @@ pub fn Server(comptime Handler: type) type {
                 .dispatch = dispatch_table.make(server.handler),
                 .budget = &server.budget,
                 .control = &server.control,
-                .tls = server.tls,
             };
             if (server.shared.dispatch.websocket != null and server.workersPerConnection()) {
                 // Outlives the connection threads, so a kept `Conn` stays safe to call.
@@ -539,12 +583,12 @@ pub fn Server(comptime Handler: type) type {
                     .connections_max = server.connections_per_worker,
                     .large_buffers_max = server.config.large_buffers_max,
                     .budget = &server.budget,
-                    .tls = server.tls,
+                    .tls = server.endpointOf(index).tls,
                 });
                 worker.index = @intCast(index);
                 initialized += 1;
             }
-            if (server.config.engine == .worker_pool) try server.pool.start(&server.shared);
+            if (server.config.engine == .worker_pool) try server.pool.start(&server.shared, count);
             errdefer if (server.config.engine == .worker_pool) server.pool.stop();
             if (server.handlerThreads()) |thread_count| {
                 try server.handler_pool.start(server.gpa, .{
@@ -607,11 +651,12 @@ pub fn Server(comptime Handler: type) type {
 
         fn engineMain(server: *ServerOfHandler, index: usize) void {
             const listener = server.listeners[index];
+            const tls = server.endpointOf(index).tls;
             switch (server.config.engine) {
                 .epoll => engine.Epoll.run(&server.workers[index], listener, &server.control, server.connections_per_worker),
                 .blocking => engine.Blocking.run(&server.workers[index], listener, &server.control),
-                .thread_per_connection => engine.ThreadPerConnection.run(&server.shared, listener),
-                .worker_pool => server.pool.accept(listener),
+                .thread_per_connection => engine.ThreadPerConnection.run(&server.shared, listener, tls),
+                .worker_pool => server.pool.accept(listener, tls),
                 .io_uring => engine.IoUring.run(&server.workers[index], listener, &server.control, server.connections_per_worker),
             }
         }

@@ -32,6 +32,8 @@ pub const server_flags_help =
     \\  --tls-self-signed   serve HTTPS with a certificate made at start for localhost
     \\  --tls-client-ca FILE  require client certificates signed by these CAs (mutual TLS)
     \\  --tls-no-tickets    no session tickets: every connection makes a full handshake
+    \\  --tls-port N        serve HTTPS on port N and keep plaintext HTTP on --port (one
+    \\                      server, two listeners)
     \\  Every flag that takes a value also takes it as --flag=value.
     \\
 ;
@@ -78,7 +80,7 @@ pub fn applyServerFlag(config: *Config, args: []const []const u8, index: *usize,
         config.tls = tls;
         return true;
     }
-    const names = [_][]const u8{ "--host", "--port", "--workers", "--engine", "--processes", "--tls-cert", "--tls-key", "--tls-client-ca" };
+    const names = [_][]const u8{ "--host", "--port", "--workers", "--engine", "--processes", "--tls-cert", "--tls-key", "--tls-client-ca", "--tls-port" };
     const known = for (names) |name| {
         if (std.mem.eql(u8, flag, name)) break true;
     } else false;
@@ -129,6 +131,11 @@ pub fn applyServerFlag(config: *Config, args: []const []const u8, index: *usize,
         var tls = config.tls orelse Config.Tls{};
         tls.client_ca_file = value;
         config.tls = tls;
+    } else if (std.mem.eql(u8, flag, "--tls-port")) {
+        tls_listener.port = std.fmt.parseInt(u16, value, 10) catch {
+            diagnostic.set("--tls-port: '{s}' is not a port number (0-65535)", .{value});
+            return error.InvalidValue;
+        };
     } else if (std.mem.eql(u8, flag, "--processes")) {
         config.processes = std.fmt.parseInt(u16, value, 10) catch 0;
         if (config.processes < 1 or config.processes > 256) {
@@ -143,6 +150,30 @@ pub fn applyServerFlag(config: *Config, args: []const []const u8, index: *usize,
     }
     return true;
 }
+
+/// Completes `config` once every flag was applied: with `--tls-port`, the TLS settings move
+/// from the first listener to a second one on that port (same host), and the first serves
+/// plaintext.
+pub fn finishServerFlags(config: *Config, diagnostic: *Diagnostic) FlagError!void {
+    const port = tls_listener.port orelse return;
+    const tls = config.tls orelse {
+        diagnostic.set("--tls-port needs --tls-cert and --tls-key, or --tls-self-signed", .{});
+        return error.InvalidValue;
+    };
+    if (port != 0 and port == config.port) {
+        diagnostic.set("--tls-port {d}: the same port as --port", .{port});
+        return error.InvalidValue;
+    }
+    tls_listener.storage[0] = .{ .host = config.host, .port = port, .tls = tls };
+    config.tls = null;
+    config.listeners = &tls_listener.storage;
+}
+
+/// The listener `--tls-port` adds (a command line is parsed once per process).
+const tls_listener = struct {
+    var port: ?u16 = null;
+    var storage: [1]Config.Listener = undefined;
+};
 
 /// The certificate files the command line names (`--tls-cert`, `--tls-key`), for
 /// `Config.tls.certificates`: a command line is parsed once per process.
@@ -170,6 +201,7 @@ pub fn parseExampleArgs(init: std.process.Init, config: *Config, comptime usage:
             fatalUsage(init.io, diagnostic.message, usage);
         }
     }
+    finishServerFlags(config, &diagnostic) catch fatalUsage(init.io, diagnostic.message, usage);
 }
 
 /// Prints `error: message` and the usage on stderr and exits with status 2.
@@ -188,21 +220,28 @@ fn printTo(io: std.Io, file: std.Io.File, text: []const u8) void {
     writer.interface.flush() catch return;
 }
 
-/// Runs `server` (a `saker.Server(H)`) until SIGINT/SIGTERM, printing the
-/// `listening on http://HOST:PORT` line once signals are caught: a script that reads the line
-/// and then sends SIGTERM always gets a graceful shutdown.
-pub fn run(io: std.Io, server: anytype, host: []const u8) !void {
+/// Runs `server` (a `saker.Server(H)`) until SIGINT/SIGTERM, printing a
+/// `listening on http://HOST:PORT` line for each of its listeners once signals are caught: a
+/// script that reads the lines and then sends SIGTERM always gets a graceful shutdown.
+pub fn run(io: std.Io, server: anytype) !void {
+    const Server = @TypeOf(server.*);
     const Context = struct {
         io: std.Io,
-        host: []const u8,
-        listener: Listener,
+        server: *const Server,
         fn call(context: ?*anyopaque, port: u16) void {
             const self: *@This() = @ptrCast(@alignCast(context.?));
-            announce(self.io, self.host, port, self.listener);
+            std.debug.assert(port == self.server.port());
+            announceAll(self.io, self.server);
         }
     };
-    var context: Context = .{ .io = io, .host = host, .listener = listenerOf(server) };
+    var context: Context = .{ .io = io, .server = server };
     try server.runWith(.{ .ready = .{ .context = &context, .call = Context.call } });
+}
+
+/// The listening lines of every listener of `server` (a `saker.Server(H)`), in the order of
+/// `Config.listenerAt`.
+pub fn announceAll(io: std.Io, server: anytype) void {
+    for (server.endpoints, 0..) |endpoint, i| announce(io, endpoint.host, endpoint.port, listenerOf(server, i));
 }
 
 /// A byte count as a user writes it: digits with an optional K, M, G or T (powers of 1024,
@@ -251,9 +290,10 @@ pub fn announce(io: std.Io, host: []const u8, port: u16, listener: Listener) voi
     writer.interface.flush() catch return;
 }
 
-/// What the listening line of `server` (a `saker.Server(H)`) says besides its address.
-pub fn listenerOf(server: anytype) Listener {
-    const tls = server.tls orelse return .{};
+/// What the listening line of listener `index` of `server` (a `saker.Server(H)`) says
+/// besides its address.
+pub fn listenerOf(server: anytype, index: usize) Listener {
+    const tls = server.endpoints[index].tls orelse return .{};
     return .{
         .scheme = "https",
         .self_signed_fingerprint = if (tls.settings.self_signed) tls.fingerprint else null,

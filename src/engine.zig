@@ -28,17 +28,15 @@ pub const Shared = struct {
     /// them, so a `Conn` a handler kept stays safe to call (set up by the server for
     /// thread-based engines when the handler declares `WebSocket`).
     session_pool: @FieldType(Worker.Options, "session_pool") = null,
-    /// The listener's TLS context (null: plaintext).
-    tls: @FieldType(Worker.Options, "tls") = null,
-
-    /// Sets up a worker for one connection at a time.
-    pub fn initWorker(shared: *Shared, worker: *Worker) !void {
+    /// Sets up a worker for one connection at a time, of a listener with TLS context `tls`
+    /// (null: plaintext).
+    pub fn initWorker(shared: *Shared, worker: *Worker, tls: @FieldType(Worker.Options, "tls")) !void {
         try worker.init(shared.gpa, shared.config, shared.dispatch, .{
             .connections_max = 1,
             .large_buffers_max = 1,
             .budget = shared.budget,
             .session_pool = shared.session_pool,
-            .tls = shared.tls,
+            .tls = tls,
         });
     }
 
@@ -74,10 +72,10 @@ pub fn eventfd() error{SystemResources}!linux.fd_t {
 }
 
 /// Tells a connection the server cannot take it (503) and closes it, without ever waiting
-/// (`answerOverloaded`, then close).
-pub fn refuse(control: *const Control, fd: linux.fd_t) void {
+/// (`answerOverloaded`, then close). `over_tls`: its listener speaks TLS.
+pub fn refuse(over_tls: bool, fd: linux.fd_t) void {
     defer socket.close(fd);
-    answerOverloaded(control, fd);
+    answerOverloaded(over_tls, fd);
 }
 
 /// Sends the 503 of `connections_max` and ends the connection's write side, without ever
@@ -86,9 +84,9 @@ pub fn refuse(control: *const Control, fd: linux.fd_t) void {
 /// with a reset that could destroy the 503 before the client reads it. Bytes that arrive
 /// after that still meet a closed socket (a reset); the client has the 503 and the FIN by
 /// then. Every engine refuses this way; the caller closes `fd`. A TLS listener's client
-/// cannot read a plaintext 503 before its handshake: it gets the FIN alone.
-pub fn answerOverloaded(control: *const Control, fd: linux.fd_t) void {
-    if (control.tls) return socket.shutdownWrite(fd);
+/// cannot read a plaintext 503 before its handshake (`over_tls`): it gets the FIN alone.
+pub fn answerOverloaded(over_tls: bool, fd: linux.fd_t) void {
+    if (over_tls) return socket.shutdownWrite(fd);
     _ = socket.sendNow(fd, Connection.overloaded_response) catch return;
     socket.shutdownWrite(fd);
     var scratch: [4096]u8 = undefined;
@@ -105,8 +103,6 @@ const refuse_reads_max = 4;
 /// What a server shares with its engine threads: the stop request, the connection count and
 /// the listeners' doors.
 pub const Control = struct {
-    /// The listeners speak TLS (a refused connection then gets no plaintext 503).
-    tls: bool = false,
     /// Set once when the server should stop accepting, finish in-flight requests and return;
     /// by then the doors are closed.
     stopping: std.atomic.Value(bool) = .init(false),
@@ -383,10 +379,7 @@ fn readToFin(fd: linux.fd_t, buffer: []u8) ![]u8 {
 test "refuse: the 503 arrives whole and ends with a FIN, also when the request was unread; TLS gets the FIN alone" {
     const listener = try socket.listen(.{ .host = "127.0.0.1", .port = 0, .backlog = 4, .nonblocking = false });
     defer listener.close();
-    var control: Control = try .init(.{ .shutdown_timeout_ms = 1000, .connections_max = 1 });
-    defer control.deinit();
     for ([_]bool{ false, true }) |tls| for ([_]bool{ false, true }) |nonblocking| {
-        control.tls = tls;
         for ([_][]const u8{ "", "GET / HTTP/1.1\r\nHost: a\r\n\r\n" }) |request| {
             const client = try testClient(listener.port);
             defer _ = linux.close(client);
@@ -398,7 +391,7 @@ test "refuse: the 503 arrives whole and ends with a FIN, also when the request w
                 try std.testing.expectEqual(@as(usize, 1), linux.poll(&fds, 1, 5000));
             }
             const start_ms = monotonicMs();
-            refuse(&control, fd); // must not wait for anything, also on a blocking socket
+            refuse(tls, fd); // must not wait for anything, also on a blocking socket
             try std.testing.expect(monotonicMs() - start_ms < 500);
             var buffer: [512]u8 = undefined;
             try std.testing.expectEqualStrings(if (tls) "" else Connection.overloaded_response, try readToFin(client, &buffer));

@@ -3,6 +3,7 @@
 //! SIGTERM finishes the requests in flight and exits 0.
 const std = @import("std");
 const linux = std.os.linux;
+const assert = std.debug.assert;
 const saker = @import("saker");
 
 pub const std_options = saker.std_options;
@@ -36,6 +37,7 @@ const usage =
     \\  --tls-self-signed      serve HTTPS with a certificate made at start for localhost
     \\  --tls-client-ca FILE   require client certificates signed by these CAs (mutual TLS)
     \\  --tls-no-tickets       no session tickets: every connection makes a full handshake
+    \\  --tls-port N           serve HTTPS on port N and keep plaintext HTTP on --port
     \\  --redirect-http PORT   with HTTPS: also listen on PORT in plaintext and answer every
     \\                         request with 308 to its https:// URL
     \\  --access-log DEST      FILE, - for stdout (default), or off
@@ -136,8 +138,11 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
         }
     }
     parsed.static.root = directory orelse ".";
-    if (parsed.redirect_port != null and parsed.config.tls == null)
+    saker.cli.finishServerFlags(&parsed.config, &diagnostic) catch fatal(io, "{s}", .{diagnostic.message});
+    if (parsed.redirect_port != null and !parsed.config.anyTls())
         fatal(io, "--redirect-http needs HTTPS (--tls-cert and --tls-key, or --tls-self-signed)", .{});
+    if (parsed.redirect_port != null and parsed.config.listeners.len > 0)
+        fatal(io, "--redirect-http and --tls-port: choose one (--port already serves plaintext with --tls-port)", .{});
     return parsed;
 }
 
@@ -191,7 +196,10 @@ fn serve(init: std.process.Init, args: *ServeArgs) !void {
 
     const config = args.config;
     var server = saker.Server(saker.StaticFiles).init(gpa, &files, config) catch |err| switch (err) {
-        error.AddressInUse => fatal(io, "port {d} on {s} is already in use", .{ config.port, config.host }),
+        error.AddressInUse => if (config.listeners.len > 0)
+            fatal(io, "port {d} or --tls-port {d} on {s} is already in use", .{ config.port, config.listeners[0].port, config.host })
+        else
+            fatal(io, "port {d} on {s} is already in use", .{ config.port, config.host }),
         error.AddressNotAvailable => fatal(io, "--host {s}: not an address of this machine", .{config.host}),
         error.AccessDenied => fatal(io, "port {d}: permission denied (ports below 1024 need privileges)", .{config.port}),
         error.InvalidAddress => fatal(io, "--host {s}: not a usable address", .{config.host}),
@@ -203,7 +211,7 @@ fn serve(init: std.process.Init, args: *ServeArgs) !void {
     defer server.deinit();
     const redirect_port = args.redirect_port orelse {
         // Prints `listening on ...` once SIGINT/SIGTERM are caught, then serves until one comes.
-        return saker.cli.run(io, &server, config.host);
+        return saker.cli.run(io, &server);
     };
     // The plaintext listener is a second server in this process: it starts once the signals
     // are caught (its threads inherit that), and stops when the HTTPS one has.
@@ -220,13 +228,14 @@ fn serve(init: std.process.Init, args: *ServeArgs) !void {
     const Ready = struct {
         io: std.Io,
         host: []const u8,
-        listener: saker.cli.Listener,
+        server: *const saker.Server(saker.StaticFiles),
         redirect: *saker.Server(saker.HttpsRedirect),
         thread: ?std.Thread = null,
 
         fn call(context: ?*anyopaque, port: u16) void {
             const ready: *@This() = @ptrCast(@alignCast(context.?));
-            saker.cli.announce(ready.io, ready.host, port, ready.listener);
+            assert(port == ready.server.port());
+            saker.cli.announceAll(ready.io, ready.server);
             saker.cli.announce(ready.io, ready.host, ready.redirect.port(), .{ .note = "redirects to https" });
             ready.thread = std.Thread.spawn(.{}, serveRedirect, .{ready.redirect}) catch |err| {
                 std.log.err("--redirect-http: cannot start its thread: {t}", .{err});
@@ -238,7 +247,7 @@ fn serve(init: std.process.Init, args: *ServeArgs) !void {
             redirect_server_.serve() catch |err| std.log.err("--redirect-http: {t}", .{err});
         }
     };
-    var ready: Ready = .{ .io = io, .host = config.host, .listener = saker.cli.listenerOf(&server), .redirect = &redirect_server };
+    var ready: Ready = .{ .io = io, .host = config.host, .server = &server, .redirect = &redirect_server };
     defer if (ready.thread) |thread| {
         redirect_server.stop();
         thread.join();

@@ -24,6 +24,7 @@ const Hello = struct {
             res.setBody(body);
             return;
         }
+        if (std.mem.eql(u8, req.path, "/worker")) return res.print("{d}", .{req.worker_index});
         if (std.mem.eql(u8, req.path, "/tls")) {
             const facts = req.tls() orelse return res.print("plaintext", .{});
             return res.print("{s} {s} sni={s} alpn={s} resumed={}", .{ facts.version, facts.cipher, facts.server_name orelse "-", facts.alpn orelse "-", facts.resumed });
@@ -43,7 +44,8 @@ const Running = struct {
         config.port = 0;
         config.engine = kind;
         config.workers = 2;
-        if (config.tls == null) config.tls = .{ .self_signed = true };
+        // TLS on the first listener, unless the test says which listeners speak it.
+        if (config.tls == null and config.listeners.len == 0) config.tls = .{ .self_signed = true };
         const running = try testing.allocator.create(Running);
         errdefer testing.allocator.destroy(running);
         running.* = .{ .server = undefined, .thread = undefined };
@@ -374,6 +376,87 @@ test "req.tls(): version, cipher, SNI name and ALPN of the request's connection"
 }
 
 /// The subject of the certificate the server presented on `client`'s connection.
+/// One request on a new connection to `port`, over TLS or not; the body, in `buffer`.
+fn bodyOf(port: u16, over_tls: bool, path: []const u8, buffer: []u8) ![]const u8 {
+    var client = try Client.connectPlain(port, 10_000);
+    defer client.close();
+    if (over_tls) try client.startTls(null);
+    var request: [128]u8 = undefined;
+    // Twice on one connection: keep-alive works on every listener.
+    for (0..2) |_| try client.send(try std.mem.print(&request, "GET {s} HTTP/1.1\r\nHost: a\r\n\r\n", .{path}));
+    var body: []const u8 = "";
+    for (0..2) |_| {
+        const response = try client.readResponse(testing.allocator, .{});
+        defer response.deinit(testing.allocator);
+        try testing.expectEqual(@as(u16, 200), response.status);
+        @memcpy(buffer[0..response.body.len], response.body);
+        body = buffer[0..response.body.len];
+    }
+    return body;
+}
+
+test "one server on a plaintext and two TLS listeners, each with its certificate, on every engine" {
+    var dir = testing.tmpDir(.{});
+    defer dir.cleanup();
+    var path_buffer: [std.fs.max_path_bytes]u8 = undefined;
+    const dir_path = path_buffer[0..try dir.dir.realPath(testing.io, &path_buffer)];
+    var paths: [2][std.fs.max_path_bytes:0]u8 = undefined;
+    const certificates = [_]saker.Config.Certificate{try writeCertificate(dir_path, "second.test", -60, 3600, &paths)};
+    const listeners = [_]saker.Config.Listener{
+        .{ .host = "127.0.0.1", .port = 0, .tls = .{ .self_signed = true } },
+        .{ .host = "127.0.0.1", .port = 0, .tls = .{ .certificates = &certificates } },
+    };
+    for (usable(&engines)) |kind| {
+        const running = try Running.start(kind, .{ .listeners = &listeners });
+        defer running.stop();
+        const server = &running.server;
+        const plain = server.listenerPort(0);
+        const https = [_]u16{ server.listenerPort(1), server.listenerPort(2) };
+        try testing.expect(plain != https[0] and plain != https[1] and https[0] != https[1]);
+        var buffer: [256]u8 = undefined;
+        try testing.expectEqualStrings("plaintext", try bodyOf(plain, false, "/tls", &buffer));
+        for (https) |port| try testing.expect(std.mem.startsWith(u8, try bodyOf(port, true, "/tls", &buffer), "TLSv1.3 "));
+        // Each TLS listener shows its own certificate.
+        try testing.expect(std.mem.find(u8, try subjectOfNewConnection(https[0], &buffer), "CN=localhost") != null);
+        try testing.expect(std.mem.find(u8, try subjectOfNewConnection(https[1], &buffer), "CN=second.test") != null);
+        // Plaintext HTTP on a TLS listener is refused in plaintext, as on a TLS-only server.
+        const refused = try Client.fetchPlain(testing.allocator, https[0], "GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+        defer refused.deinit(testing.allocator);
+        try testing.expectEqual(@as(u16, 400), refused.status);
+        // Every listener has workers of its own, numbered below `workerCountFor`.
+        const count = saker.Server(Hello).workerCountFor(&server.config);
+        for ([_]u16{ plain, https[0], https[1] }, [_]bool{ false, true, true }) |port, over_tls| {
+            const index = try std.fmt.parseInt(u32, try bodyOf(port, over_tls, "/worker", &buffer), 10);
+            try testing.expect(index < count);
+        }
+    }
+}
+
+test "over connections_max, a plaintext listener answers 503 and a TLS listener of the same server closes" {
+    const listeners = [_]saker.Config.Listener{.{ .host = "127.0.0.1", .port = 0, .tls = .{ .self_signed = true } }};
+    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring, .worker_pool, .thread_per_connection })) |kind| {
+        const running = try Running.start(kind, .{ .listeners = &listeners, .connections_max = 1 });
+        defer running.stop();
+        // The one connection allowed, held open.
+        var held = try Client.connectPlain(running.server.listenerPort(0), 10_000);
+        defer held.close();
+        try held.send("GET /a HTTP/1.1\r\nHost: a\r\n\r\n");
+        const first = try held.readResponse(testing.allocator, .{});
+        defer first.deinit(testing.allocator);
+        try testing.expectEqual(@as(u16, 200), first.status);
+        {
+            const response = try Client.fetchPlain(testing.allocator, running.server.listenerPort(0), "GET /b HTTP/1.1\r\nHost: a\r\n\r\n");
+            defer response.deinit(testing.allocator);
+            try testing.expectEqual(@as(u16, 503), response.status);
+        }
+        var client = try Client.connectPlain(running.server.listenerPort(1), 10_000);
+        defer client.close();
+        const bytes = try client.readToEnd(testing.allocator);
+        defer testing.allocator.free(bytes);
+        try testing.expectEqual(@as(usize, 0), bytes.len); // the FIN alone: no plaintext 503
+    }
+}
+
 fn peerSubject(client: *Client, buffer: []u8) ![]const u8 {
     const certificate = ssl.SSL_get1_peer_certificate(client.tls.?) orelse return error.NoCertificate;
     defer ssl.X509_free(certificate);
@@ -596,4 +679,36 @@ test "saker serve --redirect-http: plaintext requests get 308 to their https:// 
     var log: []u8 = &.{};
     defer testing.allocator.free(log);
     try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try cli.stop(&log));
+}
+
+test "saker serve --tls-port: one server answers plaintext on --port and HTTPS on the other port" {
+    var dir = testing.tmpDir(.{});
+    defer dir.cleanup();
+    var path_buffer: [std.fs.max_path_bytes]u8 = undefined;
+    const dir_path = path_buffer[0..try dir.dir.realPath(testing.io, &path_buffer)];
+    try dir.dir.writeFile(testing.io, .{ .sub_path = "a.txt", .data = "either way\n" });
+    var cli: Cli = undefined;
+    try cli.start(&.{ dir_path, "--port", "0", "--tls-port", "0", "--tls-self-signed", "--access-log", "off" });
+    var stopped = false;
+    defer if (!stopped) cli.child.kill(testing.io);
+    const http_port = try Cli.port(try cli.line(), "http");
+    const https_port = try Cli.port(try cli.line(), "https");
+    try testing.expect(http_port != https_port);
+    var url: [2][64]u8 = undefined;
+    const result = run(&.{
+        "curl",                                                                 "--silent",                                                               "--show-error", "--insecure",
+        try std.mem.print(&url[0], "http://127.0.0.1:{d}/a.txt", .{http_port}), try std.mem.print(&url[1], "https://127.0.0.1:{d}/a.txt", .{https_port}),
+    }, null) catch |err| return skipWithout("curl", err);
+    defer freeResult(result);
+    try testing.expectEqualStrings("either way\neither way\n", result.stdout);
+    stopped = true;
+    var log: []u8 = &.{};
+    defer testing.allocator.free(log);
+    try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try cli.stop(&log));
+
+    // Without certificates, the flag is refused with a reason.
+    const refused = try run(&.{ build_options.saker_exe, "serve", dir_path, "--tls-port", "0" }, null);
+    defer freeResult(refused);
+    try testing.expectEqual(std.process.Child.Term{ .exited = 2 }, refused.term);
+    try testing.expect(std.mem.find(u8, refused.stderr, "--tls-port needs") != null);
 }

@@ -13,9 +13,10 @@ const sync = @import("../sync.zig");
 
 const log = std.log.scoped(.saker);
 
-/// Accepts on `listener` until the server stops, then waits for the connection threads. The
-/// listener stays open (the server closes it).
-pub fn run(shared: *engine.Shared, listener: socket.Listener) void {
+/// Accepts on `listener` (whose TLS context is `tls`, null for plaintext) until the server
+/// stops, then waits for the connection threads. The listener stays open (the server closes
+/// it).
+pub fn run(shared: *engine.Shared, listener: socket.Listener, tls: Tls) void {
     defer waitForConnections(shared);
     const control = shared.control;
     var next_tick_ms: u64 = 0;
@@ -34,33 +35,32 @@ pub fn run(shared: *engine.Shared, listener: socket.Listener) void {
                 continue;
             },
         };
-        start(shared, fd);
+        start(shared, fd, tls);
     }
     // Connections the kernel had completed when the server stopped get their requests
     // answered (see `engine.Door`).
-    for (control.takeDoorstep(listener.fd)) |fd| start(shared, fd);
+    for (control.takeDoorstep(listener.fd)) |fd| start(shared, fd, tls);
 }
 
-fn start(shared: *engine.Shared, fd: linux.fd_t) void {
-    if (!shared.takeConnection()) return refuse(shared, fd);
-    const thread = std.Thread.spawn(.{ .stack_size = sync.threadStackBytes(shared.config.thread_stack_bytes) }, connectionMain, .{ shared, fd }) catch |err| {
+/// A listener's TLS context (null: plaintext).
+const Tls = @FieldType(Worker.Options, "tls");
+
+fn start(shared: *engine.Shared, fd: linux.fd_t, tls: Tls) void {
+    if (!shared.takeConnection()) return engine.refuse(tls != null, fd);
+    const thread = std.Thread.spawn(.{ .stack_size = sync.threadStackBytes(shared.config.thread_stack_bytes) }, connectionMain, .{ shared, fd, tls }) catch |err| {
         log.warn("cannot start a connection thread: {t}", .{err});
         shared.releaseConnection();
-        return refuse(shared, fd);
+        return engine.refuse(tls != null, fd);
     };
     thread.detach();
 }
 
-fn refuse(shared: *engine.Shared, fd: linux.fd_t) void {
-    engine.refuse(shared.control, fd);
-}
-
-fn connectionMain(shared: *engine.Shared, fd: linux.fd_t) void {
+fn connectionMain(shared: *engine.Shared, fd: linux.fd_t, tls: Tls) void {
     defer shared.releaseConnection();
     var worker: Worker = undefined;
-    shared.initWorker(&worker) catch |err| {
+    shared.initWorker(&worker, tls) catch |err| {
         log.warn("no memory for a connection: {t}", .{err});
-        return refuse(shared, fd);
+        return engine.refuse(tls != null, fd);
     };
     defer worker.deinit();
     var drain_deadline_ms: u64 = std.math.maxInt(u64);

@@ -78,7 +78,9 @@ const WorkerSet = struct {
         };
         set.mutex.unlock();
         if (!pw.ready) {
-            shared.initWorker(&pw.worker) catch |err| {
+            // Lent to connections of every listener: each brings its own transport (see
+            // `Connection.initParked`), so the worker has no TLS context.
+            shared.initWorker(&pw.worker, null) catch |err| {
                 log.warn("worker pool: cannot set up a worker: {t}", .{err});
                 set.release(pw);
                 return null;
@@ -103,15 +105,16 @@ const WorkerSet = struct {
     }
 };
 
-/// Starts `config.pool_threads` serving threads and prepares one poller per listener.
-pub fn start(pool: *WorkerPool, shared: *engine.Shared) !void {
+/// Starts `config.pool_threads` serving threads and prepares `poller_count` pollers, one per
+/// listening socket.
+pub fn start(pool: *WorkerPool, shared: *engine.Shared, poller_count: usize) !void {
     const config = shared.config;
     const gpa = shared.gpa;
     const queue_storage = try gpa.alloc(*Slot, config.pool_queue_max);
     errdefer gpa.free(queue_storage);
     const threads = try gpa.alloc(std.Thread, config.pool_threads);
     errdefer gpa.free(threads);
-    const pollers = try gpa.alloc(Poller, config.workerCount());
+    const pollers = try gpa.alloc(Poller, poller_count);
     errdefer gpa.free(pollers);
     const entries = try std.heap.page_allocator.alloc(PoolWorker, @as(usize, config.connections_max) + config.pool_threads);
     errdefer std.heap.page_allocator.free(entries);
@@ -159,14 +162,15 @@ pub fn stop(pool: *WorkerPool) void {
     gpa.free(pool.queue_storage);
 }
 
-/// An acceptor thread: runs the next poller on `listener` until the server stops.
-pub fn accept(pool: *WorkerPool, listener: socket.Listener) void {
+/// An acceptor thread: runs the next poller on `listener` (whose TLS context is `tls`, null
+/// for plaintext) until the server stops.
+pub fn accept(pool: *WorkerPool, listener: socket.Listener, tls: @FieldType(Worker.Options, "tls")) void {
     const index = pool.pollers_claimed.fetchAdd(1, .acq_rel);
     if (index >= pool.pollers.len) {
         log.err("worker pool: more listeners than pollers", .{});
         return pool.shared.control.fail();
     }
-    pool.pollers[index].run(listener);
+    pool.pollers[index].run(listener, tls);
 }
 
 /// A poller: `slot` has work; queue it for a pool thread (waiting while the queue is full).
@@ -427,7 +431,7 @@ const PoolThread = struct {
 
     /// No worker could be had (out of memory): say so and close.
     fn refuse(t: *PoolThread, slot: *Slot) void {
-        engine.answerOverloaded(t.pool.shared.control, slot.fd);
+        engine.answerOverloaded(slot.connection.transport.tls != null, slot.fd);
         t.pool.closeSlot(slot, t);
     }
 };

@@ -205,7 +205,7 @@ pub const Sweeper = struct {
 
     /// Sweeps a few times per shortest timeout, so the hot path arms no timers.
     pub fn init(config: *const Config, now_ms: u64) Sweeper {
-        const handshake_ms = if (config.tls != null) config.tls_handshake_timeout_ms else std.math.maxInt(u32);
+        const handshake_ms = if (config.anyTls()) config.tls_handshake_timeout_ms else std.math.maxInt(u32);
         const shortest = @min(config.header_timeout_ms, config.body_timeout_ms, config.idle_timeout_ms, config.write_timeout_ms, config.linger_timeout_ms, handshake_ms);
         const interval_ms = std.math.clamp(shortest / 4, 5, Worker.tick_interval_ms);
         return .{ .interval_ms = interval_ms, .next_ms = now_ms + interval_ms };

@@ -46,15 +46,15 @@ pub fn SlotTable(comptime Slot: type) type {
         }
 
         /// Admits a connection that `accept` returned: counts it server-wide and gives it a
-        /// slot, or answers 503 and closes `fd` (null).
-        pub fn admit(table: *Table, control: *engine.Control, fd: linux.fd_t) ?*Slot {
+        /// slot, or answers 503 (a FIN alone `over_tls`) and closes `fd` (null).
+        pub fn admit(table: *Table, control: *engine.Control, fd: linux.fd_t, over_tls: bool) ?*Slot {
             if (!control.admit()) {
-                engine.refuse(control, fd);
+                engine.refuse(over_tls, fd);
                 return null;
             }
             return table.take() orelse {
                 control.release();
-                engine.refuse(control, fd);
+                engine.refuse(over_tls, fd);
                 return null;
             };
         }
