@@ -27,6 +27,7 @@ const Response = @import("Response.zig");
 const Simulation = @import("testing/Simulation.zig");
 const websocket = @import("websocket.zig");
 const frame = websocket.frame;
+const http2 = @import("http2.zig");
 
 /// A corpus entry for a target that starts with `smith.slice`: a little-endian u32 length,
 /// then the bytes.
@@ -409,4 +410,111 @@ fn fuzzWebSocketSession(_: void, smith: *testing.Smith) anyerror!void {
 
 test "fuzz: a WebSocket session fed any frames, cut anywhere, answers with well-formed frames and frees everything" {
     try testing.fuzz({}, fuzzWebSocketSession, .{ .corpus = &websocket_corpus });
+}
+
+/// HTTP/2 frames as `parse` sees them, one after another, as a receive buffer fills in reads
+/// that end at `cuts` (null: the whole input at once). Each frame is written to `out` as its
+/// header and payload; a violation ends the list with its error code.
+fn parseHttp2Frames(input: []const u8, cuts: ?u64, out: []u8) []const u8 {
+    var prng: std.Random.DefaultPrng = .init(cuts orelse 0);
+    var buffer: [2048]u8 = undefined;
+    var have: usize = 0;
+    var fed: usize = 0;
+    var n: usize = 0;
+    while (true) {
+        switch (http2.frame.parse(buffer[0..have], http2.frame.frame_size_initial)) {
+            .frame => |f| {
+                f.frame.header.write(out[n..][0..http2.frame.header_len]);
+                n += http2.frame.header_len;
+                @memcpy(out[n..][0..f.frame.payload.len], f.frame.payload);
+                n += f.frame.payload.len;
+                std.mem.copyForwards(u8, buffer[0 .. have - f.len], buffer[f.len..have]);
+                have -= f.len;
+            },
+            .incomplete => |needed| {
+                assert(needed > have);
+                if (fed == input.len) return out[0..n];
+                const step = if (cuts == null) input.len - fed else prng.random().intRangeAtMost(usize, 1, 40);
+                const next = @min(fed + step, input.len, fed + (buffer.len - have));
+                @memcpy(buffer[have..][0 .. next - fed], input[fed..next]);
+                have += next - fed;
+                fed = next;
+            },
+            .violation => |v| {
+                std.mem.writeInt(u32, out[n..][0..4], @backingInt(v.code), .big);
+                return out[0 .. n + 4];
+            },
+        }
+    }
+}
+
+fn fuzzHttp2Frames(_: void, smith: *testing.Smith) anyerror!void {
+    var buffer: [1024]u8 = undefined;
+    const input = buffer[0..smith.slice(&buffer)];
+    var whole: [1100]u8 = undefined;
+    var split: [1100]u8 = undefined;
+    const expected = parseHttp2Frames(input, null, &whole);
+    try testing.expectEqualSlices(u8, expected, parseHttp2Frames(input, smith.value(u64), &split));
+}
+
+const http2_corpus = [_][]const u8{
+    entry("\x00\x00\x0c\x04\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x64\x00\x04\x00\x10\x00\x00"),
+    entry("\x00\x00\x08\x06\x00\x00\x00\x00\x00saker!!!\x00\x00\x04\x08\x00\x00\x00\x00\x03\x00\x00\x03\xe8"),
+    entry("\x00\x00\x05\x00\x08\x00\x00\x00\x01\x02abxx"),
+    entry("\x00\x40\x01\x00\x00\x00\x00\x00\x01"),
+    entry("\x00\x00\x07\x06\x00\x00\x00\x00\x00"),
+};
+
+test "fuzz: the HTTP/2 frame parser agrees with itself however the input is split" {
+    try testing.fuzz({}, fuzzHttp2Frames, .{ .corpus = &http2_corpus });
+}
+
+fn fuzzHpack(_: void, smith: *testing.Smith) anyerror!void {
+    var buffer: [512]u8 = undefined;
+    const block = buffer[0..smith.slice(&buffer)];
+    const hpack = http2.hpack;
+    var table_bytes: [2][256]u8 = undefined;
+    var rings: [2][hpack.DynamicTable.ringLength(256)]hpack.DynamicTable.Entry = undefined;
+    var decoder: hpack.Decoder = .init(&table_bytes[0], &rings[0]);
+    var storage: [1024]u8 = undefined;
+    var fields: [32]hpack.Field = undefined;
+    // Twice: the second block meets the table the first one left.
+    for (0..2) |_| {
+        const decoded = decoder.decode(block, &storage, &fields) catch |err| {
+            try testing.expectEqual(error.Compression, err);
+            return;
+        };
+        try testing.expect(decoder.table.size <= decoder.table.capacity);
+        if (decoded.too_large) continue;
+        // What was decoded encodes, and decodes back the same, with the tables in step.
+        var encoder: hpack.Encoder = .init(&table_bytes[1], &rings[1]);
+        var again_bytes: [256]u8 = undefined;
+        var again_ring: [hpack.DynamicTable.ringLength(256)]hpack.DynamicTable.Entry = undefined;
+        var again: hpack.Decoder = .init(&again_bytes, &again_ring);
+        var encoded: [4096]u8 = undefined;
+        var n = try encoder.begin(&encoded);
+        for (decoded.fields) |field| n += try encoder.encode(encoded[n..], field.name, field.value, .allowed);
+        var storage_again: [1024]u8 = undefined;
+        var fields_again: [32]hpack.Field = undefined;
+        const round = try again.decode(encoded[0..n], &storage_again, &fields_again);
+        try testing.expect(!round.too_large);
+        try testing.expectEqual(decoded.fields.len, round.fields.len);
+        for (decoded.fields, round.fields) |a, b| {
+            try testing.expectEqualStrings(a.name, b.name);
+            try testing.expectEqualStrings(a.value, b.value);
+        }
+        try testing.expectEqual(encoder.table.size, again.table.size);
+    }
+}
+
+const hpack_corpus = [_][]const u8{
+    entry("\x82\x86\x84\x41\x8c\xf1\xe3\xc2\xe5\xf2\x3a\x6b\xa0\xab\x90\xf4\xff"),
+    entry("\x48\x82\x64\x02\x58\x85\xae\xc3\x77\x1a\x4b\xc1"),
+    entry("\x3f\xe1\x01\x40\x01\x61\x01\x62\xbe"),
+    entry("\x10\x08password\x06secret"),
+    entry("\x00\x81\xff\x00"),
+};
+
+test "fuzz: HPACK decodes any block within its bounds, and what it decodes round-trips" {
+    try testing.fuzz({}, fuzzHpack, .{ .corpus = &hpack_corpus });
 }

@@ -16,6 +16,8 @@ pub const std_options: std.Options = .{
 
 pub const http = @import("http.zig");
 pub const http1 = @import("http1.zig");
+/// HTTP/2 framing and HPACK (the session that serves HTTP/2 is not written yet).
+pub const http2 = @import("http2.zig");
 pub const Arena = @import("Arena.zig");
 pub const cli = @import("cli.zig");
 pub const json = @import("app/json.zig");
