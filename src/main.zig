@@ -40,6 +40,8 @@ const usage =
     \\  --tls-port N           serve HTTPS on port N and keep plaintext HTTP on --port
     \\  --redirect-http PORT   with HTTPS: also listen on PORT in plaintext and answer every
     \\                         request with 308 to its https:// URL
+    \\  --basic-auth FILE      require a user name and password from FILE, an htpasswd file of
+    \\                         bcrypt hashes (htpasswd -B); others get 401
     \\  --access-log DEST      FILE, - for stdout (default), or off
     \\  --no-precompressed     do not look for FILE.br / FILE.gz variants
     \\
@@ -54,6 +56,8 @@ const ServeArgs = struct {
     access_log: []const u8 = "-",
     /// `--redirect-http PORT`: a plaintext listener that redirects to the HTTPS one.
     redirect_port: ?u16 = null,
+    /// `--basic-auth FILE`: an htpasswd file of bcrypt hashes every request must match.
+    basic_auth: ?[]const u8 = null,
 };
 
 pub fn main(init: std.process.Init) !void {
@@ -127,6 +131,8 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
             const text = value(io, args, &index, flag);
             parsed.redirect_port = std.fmt.parseInt(u16, text, 10) catch
                 fatal(io, "--redirect-http '{s}': not a port number (1-65535)", .{text});
+        } else if (std.mem.eql(u8, flag.name, "--basic-auth")) {
+            parsed.basic_auth = value(io, args, &index, flag);
         } else if (std.mem.eql(u8, flag.name, "--access-log")) {
             parsed.access_log = value(io, args, &index, flag);
         } else if (arg.len > 1 and arg[0] == '-' and !std.mem.eql(u8, arg, "-")) {
@@ -193,9 +199,22 @@ fn serve(init: std.process.Init, args: *ServeArgs) !void {
         }
     };
     defer files.deinit();
+    const path = args.basic_auth orelse return serveWith(saker.StaticFiles, &files, io, gpa, args);
+    var diagnostic: saker.BasicAuth.Diagnostic = .{};
+    var auth = saker.BasicAuth.load(gpa, path, .{}, &diagnostic) catch |err| switch (err) {
+        error.InvalidLine => fatal(io, "--basic-auth '{s}': line {d}: {s}", .{ path, diagnostic.line, diagnostic.reason }),
+        error.Unreadable, error.NoUsers => fatal(io, "--basic-auth '{s}': {s}", .{ path, diagnostic.reason }),
+        error.OutOfMemory => fatal(io, "out of memory", .{}),
+    };
+    defer auth.deinit();
+    var guarded: saker.BasicAuth.Guard(saker.StaticFiles) = .{ .inner = &files, .auth = &auth };
+    return serveWith(saker.BasicAuth.Guard(saker.StaticFiles), &guarded, io, gpa, args);
+}
 
+/// Serves `handler` (the files, or the files behind `--basic-auth`) as the flags say.
+fn serveWith(comptime Handler: type, handler: *Handler, io: std.Io, gpa: std.mem.Allocator, args: *const ServeArgs) !void {
     const config = args.config;
-    var server = saker.Server(saker.StaticFiles).init(gpa, &files, config) catch |err| switch (err) {
+    var server = saker.Server(Handler).init(gpa, handler, config) catch |err| switch (err) {
         error.AddressInUse => if (config.listeners.len > 0)
             fatal(io, "port {d} or --tls-port {d} on {s} is already in use", .{ config.port, config.listeners[0].port, config.host })
         else
@@ -228,7 +247,7 @@ fn serve(init: std.process.Init, args: *ServeArgs) !void {
     const Ready = struct {
         io: std.Io,
         host: []const u8,
-        server: *const saker.Server(saker.StaticFiles),
+        server: *const saker.Server(Handler),
         redirect: *saker.Server(saker.HttpsRedirect),
         thread: ?std.Thread = null,
 

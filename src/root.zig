@@ -43,6 +43,9 @@ pub const EventStream = @import("app/EventStream.zig");
 /// A health check for load balancers: 200 while serving, 503 while draining.
 pub const health = @import("app/health.zig");
 pub const HttpsRedirect = @import("app/HttpsRedirect.zig");
+/// HTTP Basic authentication against an htpasswd file of bcrypt hashes; `BasicAuth.Guard(H)`
+/// puts any handler behind it.
+pub const BasicAuth = @import("app/BasicAuth.zig");
 pub const percent = @import("percent.zig");
 pub const content_type = @import("content_type.zig");
 pub const cookies = @import("app/cookies.zig");

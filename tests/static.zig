@@ -1135,3 +1135,48 @@ test "saker serve: announces the port, serves, logs, and exits 0 on SIGINT" {
         try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, term);
     }
 }
+
+test "saker serve --basic-auth: 401 with a challenge without the right password, the file with it; passwords stay out of the log" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    const htpasswd = try std.fmt.allocPrint(testing.allocator, "{s}/../htpasswd", .{fixture.root_path});
+    defer testing.allocator.free(htpasswd);
+    const log_path = try std.fmt.allocPrint(testing.allocator, "{s}/../auth.log", .{fixture.root_path});
+    defer testing.allocator.free(log_path);
+    // `secret`, hashed by libxcrypt at cost 5, as htpasswd -B spells bcrypt ($2y$).
+    try std.Io.Dir.cwd().writeFile(testing.io, .{ .sub_path = htpasswd, .data = "# saker test\nalice:$2y$05$Th3YYfxe2JIDTsilk0yLSedf4hkcF5m/zcijsTuo5OSkfyhbo13tK\n" });
+    for ([_][]const u8{ "epoll", "worker_pool" }) |engine_name| {
+        var server: CliServer = undefined;
+        try server.start(&.{ fixture.root_path, "--port", "0", "--engine", engine_name, "--basic-auth", htpasswd, "--access-log", log_path });
+        var stopped = false;
+        defer if (!stopped) server.child.kill(testing.io);
+        const cases = [_]struct { ?[]const u8, u16 }{
+            .{ null, 401 },
+            .{ "Basic YWxpY2U6d3Jvbmc=", 401 }, // alice:wrong
+            .{ "Basic Ym9iOnNlY3JldA==", 401 }, // bob:secret, no such user
+            .{ "Basic YWxpY2U6c2VjcmV0", 200 }, // alice:secret
+            .{ "Basic YWxpY2U6c2VjcmV0", 200 }, // again, remembered
+        };
+        for (cases) |case| {
+            var buffer: [256]u8 = undefined;
+            const request = if (case[0]) |authorization|
+                try std.mem.print(&buffer, "GET /hello.txt HTTP/1.1\r\nHost: t\r\nAuthorization: {s}\r\n\r\n", .{authorization})
+            else
+                "GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n";
+            const response = try Client.fetch(testing.allocator, server.port, request);
+            defer response.deinit(testing.allocator);
+            try expectStatus(response, case[1]);
+            if (case[1] == 401) {
+                try testing.expectEqualStrings("Basic realm=\"saker\", charset=\"UTF-8\"", response.header("WWW-Authenticate").?);
+            } else try testing.expectEqualStrings("Hello, static world!\n", response.body);
+        }
+        stopped = true;
+        try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try server.stop());
+    }
+    const log = try std.Io.Dir.cwd().readFileAlloc(testing.io, log_path, testing.allocator, .limited(1 << 20));
+    defer testing.allocator.free(log);
+    // Every request is logged, refused ones too, and no credential is.
+    try testing.expectEqual(@as(usize, 6), std.mem.count(u8, log, "\" 401 "));
+    try testing.expectEqual(@as(usize, 4), std.mem.count(u8, log, "\" 200 "));
+    for ([_][]const u8{ "secret", "wrong", "YWxpY2U6", "Ym9i" }) |credential| try testing.expect(std.mem.find(u8, log, credential) == null);
+}

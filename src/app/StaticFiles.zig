@@ -306,6 +306,18 @@ pub fn handle(sf: *StaticFiles, req: *Request, res: *Response) !void {
     sf.logRequest(index, req, status, body_bytes, clock);
 }
 
+/// Writes the access log line of a request answered before it reached `handle` (the 401 of
+/// `BasicAuth.Guard`).
+pub fn logAnswered(sf: *StaticFiles, req: *const Request, res: *const Response) void {
+    if (sf.access_log == null) return;
+    const index = req.worker_index % @as(u32, @intCast(sf.states.len));
+    const state = &sf.states[index];
+    state.mutex.lock();
+    defer state.mutex.unlock();
+    const body_bytes: ?u64 = if (req.method == .HEAD or res.status.forbidsContent()) null else res.contentLength();
+    sf.logRequest(index, req, res.status.code(), body_bytes, Clock.read());
+}
+
 /// Flushes the worker's access log buffer (called by the server on every tick and at exit).
 pub fn onTick(sf: *StaticFiles, worker_index: u32) void {
     const access_log = if (sf.access_log) |*l| l else return;
