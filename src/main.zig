@@ -31,6 +31,7 @@ const usage =
     \\  --upload               accept PUT (the body becomes a new file at the path) and the
     \\                         listing's upload form; existing files are never overwritten
     \\  --upload-max SIZE      largest upload, e.g. 500M or 2G (default 8M)
+    \\  --upload-overwrite     --upload, and an upload may replace an existing file (atomically)
     \\  --tls-cert FILE        serve HTTPS with this PEM certificate chain (with --tls-key);
     \\                         give both again for more certificates, chosen by SNI
     \\  --tls-key FILE         the PEM private key of the --tls-cert before it
@@ -117,6 +118,10 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
         } else if (std.mem.eql(u8, flag.name, "--upload")) {
             noValue(io, flag);
             parsed.static.upload = true;
+        } else if (std.mem.eql(u8, flag.name, "--upload-overwrite")) {
+            noValue(io, flag);
+            parsed.static.upload = true;
+            parsed.static.upload_overwrite = true;
         } else if (std.mem.eql(u8, flag.name, "--upload-max")) {
             const text = value(io, args, &index, flag);
             parsed.config.body_bytes_max = saker.cli.parseBytes(text) orelse

@@ -339,6 +339,45 @@ test "static: cors_origin answers the allowed origin's preflights and marks its 
     try testing.expect(any.header("Vary") == null);
 }
 
+test "static: with upload_overwrite a PUT replaces a file whole (204), unless If-None-Match: * (412); a directory never" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    for (usable(&engines)) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        // Revalidated at every request, so a read sees the replacement at once.
+        const running = try Running.start(kind, fixture.root_path, .{ .upload = true, .upload_overwrite = true, .cache = .{ .revalidate_ms = 0 } });
+        defer running.stop();
+        var buffer: [96]u8 = undefined;
+        const path = try std.mem.print(&buffer, "/sub/over-{t}.txt", .{kind});
+        const cases = [_]struct { []const u8, u16, []const u8 }{
+            .{ "Content-Length: 6\r\n\r\nfirst\n", 201, "first\n" },
+            .{ "Content-Length: 7\r\n\r\nsecond\n", 204, "second\n" },
+            .{ "If-None-Match: *\r\nContent-Length: 6\r\n\r\nthird\n", 412, "second\n" },
+        };
+        for (cases) |case| {
+            const put = try running.request("PUT", path, case[0]);
+            defer put.deinit(testing.allocator);
+            try expectStatus(put, case[1]);
+            const read = try running.get(path);
+            defer read.deinit(testing.allocator);
+            try testing.expectEqualStrings(case[2], read.body);
+        }
+        const directory = try running.request("PUT", "/sub", "Content-Length: 1\r\n\r\nx");
+        defer directory.deinit(testing.allocator);
+        try expectStatus(directory, 409);
+        const listing = try running.get("/sub/");
+        defer listing.deinit(testing.allocator);
+        // No temporary name is left behind.
+        try testing.expect(std.mem.find(u8, listing.body, ".saker-upload") == null);
+    }
+    var dir = try std.Io.Dir.cwd().openDir(testing.io, fixture.root_path, .{ .iterate = true });
+    defer dir.close(testing.io);
+    var sub = try dir.openDir(testing.io, "sub", .{ .iterate = true });
+    defer sub.close(testing.io);
+    var it = sub.iterate();
+    while (try it.next(testing.io)) |entry| try testing.expect(!std.mem.startsWith(u8, entry.name, ".saker-upload"));
+}
+
 test "static: upload writes new files whole and never overwrites, on every engine" {
     var fixture = try Fixture.create();
     defer fixture.destroy();

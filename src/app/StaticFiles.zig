@@ -76,9 +76,13 @@ pub const Options = struct {
     /// and a directory's listing offers a form whose POST (multipart/form-data) adds its
     /// files to that directory (303 back to the listing). An existing name is 409 and is
     /// never overwritten, a missing directory 409/404. Each file appears whole or not at all
-    /// (`fs.createNew`). The size limit is the server's `body_bytes_max` (413 beyond). Off:
+    /// (`fs.create`). The size limit is the server's `body_bytes_max` (413 beyond). Off:
     /// PUT and POST are 405 like any method but GET and HEAD.
     upload: bool = false,
+    /// With `upload`: an upload may replace an existing file (PUT answers 204 then), swapped
+    /// for the new one in one step, never seen half-written. A PUT with `If-None-Match: *`
+    /// still refuses to replace (412). Off: an existing name is 409.
+    upload_overwrite: bool = false,
     /// A file (relative to the root) served with 200 for paths that do not exist, for
     /// single-page applications.
     spa_fallback: ?[]const u8 = null,
@@ -410,13 +414,25 @@ fn serveUpload(sf: *StaticFiles, req: *Request, res: *Response) !void {
     const dir = (openDirectory(sf, res, parent, .conflict, "409 Conflict: the directory does not exist\n") catch
         return error.UploadFailed) orelse return;
     defer fs.close(dir);
-    fs.createNew(dir, name, req.body()) catch |err| return switch (err) {
-        error.Exists => plain(res, .conflict, "409 Conflict: the file exists (uploads never overwrite)\n"),
+    // `If-None-Match: *` asks for a new file only (RFC 9110 §13.1.2).
+    const only_new = if (req.header("If-None-Match")) |value| std.mem.eql(u8, std.mem.trim(u8, value, " \t"), "*") else false;
+    const existing: fs.Existing = if (sf.options.upload_overwrite and !only_new) .replace else .keep;
+    const done = fs.create(dir, name, req.body(), existing) catch |err| return switch (err) {
+        error.Exists => if (only_new)
+            plain(res, .precondition_failed, "412 Precondition Failed: the file exists (If-None-Match: *)\n")
+        else if (existing == .replace)
+            plain(res, .conflict, "409 Conflict: a directory has that name\n")
+        else
+            plain(res, .conflict, "409 Conflict: the file exists (uploads never overwrite without --upload-overwrite)\n"),
         error.NoSpace => plain(res, .insufficient_storage, "507 Insufficient Storage\n"),
         error.AccessDenied => plain(res, .forbidden, "403 Forbidden: the directory is not writable\n"),
         error.SystemResources => plain(res, .service_unavailable, "503 Service Unavailable\n"),
         error.Unsupported, error.Unexpected => error.UploadFailed,
     };
+    if (done == .replaced) {
+        res.status = .no_content;
+        return;
+    }
     try res.header("Location", req.path);
     plain(res, .created, "201 Created\n");
 }
@@ -452,9 +468,13 @@ fn serveUploadForm(sf: *StaticFiles, req: *Request, res: *Response) !void {
         const name = uploadName(sent_name, sf.options.dotfiles) orelse
             return plain(res, .bad_request, "400 Bad Request: a file name must be one plain path segment\n");
         const name_z = try req.arena.dupeSentinel(u8, name, 0);
-        fs.createNew(dir, name_z, entry.data) catch |err| {
+        const existing: fs.Existing = if (sf.options.upload_overwrite) .replace else .keep;
+        _ = fs.create(dir, name_z, entry.data, existing) catch |err| {
             const status: http.Status, const why = switch (err) {
-                error.Exists => .{ .conflict, "exists (uploads never overwrite)" },
+                error.Exists => if (existing == .replace)
+                    .{ .conflict, "is the name of a directory" }
+                else
+                    .{ .conflict, "exists (uploads never overwrite without --upload-overwrite)" },
                 error.NoSpace => .{ .insufficient_storage, "does not fit on the disk" },
                 error.AccessDenied => .{ .forbidden, "cannot be written here" },
                 error.SystemResources => .{ .service_unavailable, "cannot be written now" },

@@ -207,11 +207,19 @@ pub fn randomBytes(buffer: []u8) error{Unexpected}!void {
 
 pub const CreateError = error{ Exists, NoSpace, AccessDenied, Unsupported, SystemResources, Unexpected };
 
-/// Creates the file `name` (one path segment) in the directory `dir` holding `bytes`, all
-/// or nothing: the bytes go to an unnamed file (O_TMPFILE), are synced, and the file gets
-/// its name last (linkat), which fails if the name exists, so nothing is ever overwritten
-/// and no reader sees a partial file.
-pub fn createNew(dir: fd_t, name: [*:0]const u8, bytes: []const u8) CreateError!void {
+/// Whether `create` may replace a file of that name.
+pub const Existing = enum { keep, replace };
+
+/// What `create` did.
+pub const Created = enum { created, replaced };
+
+/// Writes the file `name` (one path segment) in the directory `dir` holding `bytes`, all or
+/// nothing: the bytes go to an unnamed file (O_TMPFILE), are synced, and the file gets its
+/// name last, so no reader ever sees a partial file. With `.keep` the name is given with
+/// linkat, which fails if it exists (`error.Exists`): nothing is ever overwritten. With
+/// `.replace`, an existing file is swapped for the new one at once (rename over it); a
+/// directory of that name is still `error.Exists`.
+pub fn create(dir: fd_t, name: [*:0]const u8, bytes: []const u8, existing: Existing) CreateError!Created {
     const flags: linux.O = .{ .ACCMODE = .WRONLY, .CLOEXEC = true, .TMPFILE = true, .DIRECTORY = true };
     const rc = linux.openat(dir, ".", flags, 0o644);
     const fd: fd_t = switch (linux.errno(rc)) {
@@ -238,11 +246,38 @@ pub fn createNew(dir: fd_t, name: [*:0]const u8, bytes: []const u8) CreateError!
         .NOSPC, .DQUOT => return error.NoSpace,
         else => |err| return unexpected("fsync", err),
     }
-    // The unnamed file gets its name through its /proc link (AT_EMPTY_PATH would need
-    // CAP_DAC_READ_SEARCH).
+    if (link(fd, dir, name)) |_| {
+        return .created;
+    } else |err| switch (err) {
+        error.Exists => if (existing == .keep) return error.Exists,
+        else => return err,
+    }
+    // Replacing: a name of its own first, then renamed over the old file in one step.
+    var random: [8]u8 = undefined;
+    try randomBytes(&random);
+    var temporary_buffer: [40]u8 = undefined;
+    const temporary = std.fmt.bufPrintSentinel(&temporary_buffer, ".saker-upload-{x}.tmp", .{random}, 0) catch unreachable;
+    try link(fd, dir, temporary);
+    switch (linux.errno(linux.renameat(dir, temporary, dir, name))) {
+        .SUCCESS => return .replaced,
+        else => |rename_err| {
+            _ = linux.unlinkat(dir, temporary, 0);
+            return switch (rename_err) {
+                .ISDIR, .NOTEMPTY, .EXIST => error.Exists,
+                .ACCES, .PERM, .ROFS => error.AccessDenied,
+                .NOSPC, .DQUOT => error.NoSpace,
+                else => unexpected("renameat", rename_err),
+            };
+        },
+    }
+}
+
+/// Gives the unnamed file `fd` the name `name` in `dir`, through its /proc link
+/// (AT_EMPTY_PATH would need CAP_DAC_READ_SEARCH).
+fn link(fd: fd_t, dir: fd_t, name: [*:0]const u8) CreateError!void {
     var link_buffer: [32]u8 = undefined;
-    const link = std.fmt.bufPrintSentinel(&link_buffer, "/proc/self/fd/{d}", .{fd}, 0) catch unreachable;
-    switch (linux.errno(linux.linkat(linux.AT.FDCWD, link, dir, name, linux.AT.SYMLINK_FOLLOW))) {
+    const path = std.fmt.bufPrintSentinel(&link_buffer, "/proc/self/fd/{d}", .{fd}, 0) catch unreachable;
+    switch (linux.errno(linux.linkat(linux.AT.FDCWD, path, dir, name, linux.AT.SYMLINK_FOLLOW))) {
         .SUCCESS => {},
         .EXIST => return error.Exists,
         .ACCES, .PERM, .ROFS => return error.AccessDenied,
