@@ -26,6 +26,10 @@ backlog: u31 = 1024,
 tls: ?Tls = null,
 /// Time a client has to complete its TLS handshake (then closed without a word).
 tls_handshake_timeout_ms: u32 = 10_000,
+/// The PROXY protocol on the listener (docs/deploy.md): every connection starts with the
+/// header a load balancer such as HAProxy sends, and the client's address in it is
+/// `Request.peer`. Null: connections start with TLS or HTTP.
+proxy_protocol: ?ProxyProtocol = null,
 /// Further listeners of the same server, each on its own address and port, plaintext or TLS
 /// with certificates of its own: `.port = 8080` with
 /// `.listeners = &.{.{ .port = 8443, .tls = .{ ... } }}` serves HTTP and HTTPS. The handler,
@@ -191,6 +195,19 @@ pub const Listener = struct {
     port: u16,
     /// HTTPS on this listener; null serves plaintext HTTP.
     tls: ?Tls = null,
+    /// The PROXY protocol on this listener, as `Config.proxy_protocol`.
+    proxy_protocol: ?ProxyProtocol = null,
+};
+
+/// The PROXY protocol (versions 1 and 2, both taken) on a listener. A connection whose
+/// header is missing, malformed, longer than 256 bytes or not whole within
+/// `header_timeout_ms` is closed without a word (nothing else can be said: the peer is a
+/// proxy, not a client).
+pub const ProxyProtocol = struct {
+    /// The peers whose header is taken, as addresses or networks ("10.0.0.0/8", "::1",
+    /// "127.0.0.1"); a connection from another peer is closed. Empty: any peer, which is
+    /// safe only when nothing but the balancer can reach the port.
+    from: []const []const u8 = &.{},
 };
 
 /// Listeners a server may have, the first (`host`, `port`, `tls`) included.
@@ -204,7 +221,7 @@ pub fn listenerCount(config: *const Config) usize {
 /// Listener `index`: 0 is the first (`host`, `port`, `tls`), then `listeners` in order.
 pub fn listenerAt(config: *const Config, index: usize) Listener {
     assert(index < config.listenerCount());
-    if (index == 0) return .{ .host = config.host, .port = config.port, .tls = config.tls };
+    if (index == 0) return .{ .host = config.host, .port = config.port, .tls = config.tls, .proxy_protocol = config.proxy_protocol };
     return config.listeners[index - 1];
 }
 

@@ -14,7 +14,8 @@ const Exchange = @import("Exchange.zig");
 const contract = @import("engine_contract.zig");
 const Transport = @import("transport.zig").Transport;
 const Tls = @import("transport.zig").Tls;
-const TlsContext = @import("tls/Context.zig");
+const Listening = @import("Listening.zig");
+const Proxy = @import("transport/Proxy.zig");
 const Http1 = @import("http1/Session.zig");
 const WebSocket = @import("websocket/Protocol.zig");
 
@@ -81,32 +82,35 @@ pub const overloaded_response = "HTTP/1.1 503 Service Unavailable\r\n" ++
 const overloaded_body = "503 Service Unavailable: too many connections\n";
 
 /// A new connection, idle until its first byte arrives. Every connection starts as HTTP/1,
-/// over TLS when the worker's listener has a TLS context.
+/// over TLS when the worker's listener has a TLS context, behind a PROXY header when the
+/// listener requires one.
 pub fn init(worker: *Worker) Connection {
     return .{
         .worker = worker,
-        .transport = openTransport(worker.tls, worker.now_ms, worker.config),
+        .transport = openTransport(worker.listening, worker.now_ms, worker.config),
         .deadlines = .{ .read_ms = worker.now_ms + worker.config.idle_timeout_ms },
         .protocol = .{ .http1 = .{} },
     };
 }
 
 /// A new connection that has no worker yet (a `worker_pool` poller parks it; a pool thread
-/// lends it a worker when it has work). `now_ms` is the poller's clock; `tls` the listener's
-/// TLS context, if it has one.
-pub fn initParked(now_ms: u64, config: *const Config, sink: *const Sink, tls: ?*TlsContext) Connection {
+/// lends it a worker when it has work). `now_ms` is the poller's clock; `listening` what the
+/// listener's connections share.
+pub fn initParked(now_ms: u64, config: *const Config, sink: *const Sink, listening: *const Listening) Connection {
     return .{
         .worker = undefined,
         .sink = sink,
-        .transport = openTransport(tls, now_ms, config),
+        .transport = openTransport(listening, now_ms, config),
         .deadlines = .{ .read_ms = now_ms + config.idle_timeout_ms },
         .protocol = .{ .http1 = .{} },
     };
 }
 
-fn openTransport(tls: ?*TlsContext, now_ms: u64, config: *const Config) Transport {
-    const context = tls orelse return .{};
-    return .{ .tls = context.open(now_ms, config.tls_handshake_timeout_ms) orelse &Tls.refused };
+fn openTransport(listening: *const Listening, now_ms: u64, config: *const Config) Transport {
+    var transport: Transport = .{};
+    if (listening.tls) |context| transport.tls = context.open(now_ms, config.tls_handshake_timeout_ms) orelse &Tls.refused;
+    if (listening.proxy) |*policy| transport.proxy = Proxy.create(policy, now_ms) orelse &Proxy.refused;
+    return transport;
 }
 
 /// Gives back everything the connection holds. Call once, after the socket is closed.
@@ -149,12 +153,18 @@ pub fn recvBuffer(c: *Connection) ?[]u8 {
     if (c.sink) |raw| if (!c.handling()) {
         c.sink = c.transport.sink(raw);
     };
+    if (c.transport.proxy) |p| if (p.phase == .reading) return p.recvBuffer(c.peer);
     return c.transport.recvBuffer(buffer);
 }
 
 /// `n` bytes were read into `recvBuffer()`; 0 means the client closed its side.
 pub fn onRecv(c: *Connection, n: usize) void {
-    c.deliver(c.transport.received(n) orelse return);
+    const delivered = c.transport.received(n);
+    // The client's address from a PROXY header is the connection's peer from now on.
+    if (c.transport.proxy) |p| if (p.source) |*source| {
+        c.peer = source;
+    };
+    c.deliver(delivered orelse return);
 }
 
 /// Hands the protocol `n` bytes now in its buffer (0: the end of the stream).
@@ -329,6 +339,7 @@ pub fn completionLink(c: *Connection) *Exchange.CompletionLink {
 
 test {
     _ = @import("Handoff.zig");
+    _ = Proxy;
     _ = @import("testing/bytes.zig");
     _ = Http1;
     _ = WebSocket;

@@ -178,6 +178,12 @@ pub fn init(head: *const http.RequestHead, body_bytes: []const u8, arena: std.me
     };
 }
 
+/// The client's address: the peer of the connection, or the address a PROXY protocol header
+/// named (`Config.proxy_protocol`); null when the engine could not learn it.
+pub fn remoteAddress(req: *const Request) ?std.Io.net.IpAddress {
+    return req.peer;
+}
+
 /// The value of the first field called `name` (ASCII case-insensitive), or null.
 pub fn header(req: *const Request, name: []const u8) ?[]const u8 {
     for (req.headers) |field| {

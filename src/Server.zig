@@ -6,6 +6,7 @@ const assert = std.debug.assert;
 const linux = std.os.linux;
 const posix = std.posix;
 const TlsContext = @import("tls/Context.zig");
+const proxy_header = @import("proxy_header.zig");
 const sync = @import("sync.zig");
 const Config = @import("Config.zig");
 const Request = @import("Request.zig");
@@ -226,8 +227,10 @@ pub fn Server(comptime Handler: type) type {
             host: []const u8,
             /// The real port (the kernel's choice when the configured one was 0).
             port: u16,
-            /// What every connection of this listener shares; null for plaintext.
-            tls: ?*TlsContext,
+            /// What every connection of this listener shares: TLS, the PROXY protocol.
+            listening: engine.Listening,
+            /// The peers a PROXY header is taken from (`listening.proxy.trusted`).
+            trusted: []proxy_header.Cidr = &.{},
         };
 
         /// Why `init` failed.
@@ -245,16 +248,22 @@ pub fn Server(comptime Handler: type) type {
             const endpoints = try gpa.alloc(Endpoint, endpoint_count);
             errdefer gpa.free(endpoints);
             // Certificates first: a bad file is named before any port is taken.
-            var contexts: usize = 0;
-            errdefer for (endpoints[0..contexts]) |e| if (e.tls) |context| context.deinit();
+            var made: usize = 0;
+            errdefer for (endpoints[0..made]) |*e| freeEndpoint(gpa, e);
             for (endpoints, 0..) |*endpoint, i| {
                 const listener = config.listenerAt(i);
-                endpoint.* = .{
-                    .host = listener.host,
-                    .port = listener.port,
-                    .tls = if (listener.tls) |settings| try TlsContext.init(gpa, settings) else null,
-                };
-                contexts += 1;
+                endpoint.* = .{ .host = listener.host, .port = listener.port, .listening = .{} };
+                errdefer freeEndpoint(gpa, endpoint);
+                if (listener.proxy_protocol) |proxy| {
+                    endpoint.trusted = try gpa.alloc(proxy_header.Cidr, proxy.from.len);
+                    for (endpoint.trusted, proxy.from) |*network, text| network.* = proxy_header.Cidr.parse(text) orelse {
+                        log.err("invalid configuration: proxy_protocol.from: '{s}' is not an address or a network (ADDRESS/BITS)", .{text});
+                        return error.InvalidConfig;
+                    };
+                    endpoint.listening.proxy = .{ .gpa = gpa, .trusted = endpoint.trusted, .timeout_ms = config.header_timeout_ms };
+                }
+                if (listener.tls) |settings| endpoint.listening.tls = try TlsContext.init(gpa, settings);
+                made += 1;
             }
             const per_endpoint: u32 = switch (config.engine) {
                 .blocking => 1,
@@ -285,7 +294,7 @@ pub fn Server(comptime Handler: type) type {
                     endpoint.port = listener.port;
                     bound += 1;
                 }
-                if (endpoint.tls != null) {
+                if (endpoint.listening.tls != null) {
                     // Said once per listener: how file bodies leave it.
                     log.info("TLS on {s}:{d}: file bodies are read, encrypted and written by saker (no kTLS)", .{ endpoint.host, endpoint.port });
                 }
@@ -317,9 +326,16 @@ pub fn Server(comptime Handler: type) type {
             for (server.listeners) |l| l.close();
             server.gpa.free(server.listeners);
             server.control.deinit();
-            for (server.endpoints) |endpoint| if (endpoint.tls) |context| context.deinit();
+            for (server.endpoints) |*endpoint| freeEndpoint(server.gpa, endpoint);
             server.gpa.free(server.endpoints);
             server.* = undefined;
+        }
+
+        fn freeEndpoint(gpa: std.mem.Allocator, endpoint: *Endpoint) void {
+            if (endpoint.listening.tls) |context| context.deinit();
+            endpoint.listening.tls = null;
+            gpa.free(endpoint.trusted);
+            endpoint.trusted = &.{};
         }
 
         /// The port of the first listener (`config.port`; the real one when that was 0).
@@ -538,7 +554,7 @@ pub fn Server(comptime Handler: type) type {
         pub fn reload(server: *ServerOfHandler) TlsContext.Error!void {
             var result: TlsContext.Error!void = {};
             for (server.endpoints) |endpoint| {
-                const context = endpoint.tls orelse continue;
+                const context = endpoint.listening.tls orelse continue;
                 context.reload() catch |err| {
                     result = err;
                 };
@@ -583,7 +599,7 @@ pub fn Server(comptime Handler: type) type {
                     .connections_max = server.connections_per_worker,
                     .large_buffers_max = server.config.large_buffers_max,
                     .budget = &server.budget,
-                    .tls = server.endpointOf(index).tls,
+                    .listening = &server.endpointOf(index).listening,
                 });
                 worker.index = @intCast(index);
                 initialized += 1;
@@ -651,12 +667,12 @@ pub fn Server(comptime Handler: type) type {
 
         fn engineMain(server: *ServerOfHandler, index: usize) void {
             const listener = server.listeners[index];
-            const tls = server.endpointOf(index).tls;
+            const listening = &server.endpointOf(index).listening;
             switch (server.config.engine) {
                 .epoll => engine.Epoll.run(&server.workers[index], listener, &server.control, server.connections_per_worker),
                 .blocking => engine.Blocking.run(&server.workers[index], listener, &server.control),
-                .thread_per_connection => engine.ThreadPerConnection.run(&server.shared, listener, tls),
-                .worker_pool => server.pool.accept(listener, tls),
+                .thread_per_connection => engine.ThreadPerConnection.run(&server.shared, listener, listening),
+                .worker_pool => server.pool.accept(listener, listening),
                 .io_uring => engine.IoUring.run(&server.workers[index], listener, &server.control, server.connections_per_worker),
             }
         }

@@ -4,7 +4,7 @@
 //! one mapping each and touched lazily, so memory nobody used never becomes resident.
 const std = @import("std");
 const assert = std.debug.assert;
-const TlsContext = @import("tls/Context.zig");
+const Listening = @import("Listening.zig");
 const Config = @import("Config.zig");
 const mapped = @import("mapped.zig");
 const Arena = @import("Arena.zig");
@@ -102,8 +102,8 @@ completions_mutex: sync.Mutex = .{},
 /// Set by an engine that had to leave connections to still-running handlers at shutdown:
 /// their memory must outlive the process, so `deinit` keeps it.
 abandoned: bool = false,
-/// The TLS context of the listener this worker serves (null: plaintext).
-tls: ?*TlsContext = null,
+/// What the connections of the listener this worker serves share (TLS, PROXY protocol).
+listening: *const Listening = &Listening.plaintext,
 
 /// How a worker calls the handler: type-erased hooks made by `Server(Handler)`.
 pub const Dispatch = struct {
@@ -170,8 +170,8 @@ pub const Options = struct {
     /// Take WebSocket sessions from this pool (which outlives the worker) instead of owning
     /// them.
     session_pool: ?*websocket.SessionPool = null,
-    /// The listener's TLS context: connections speak TLS (null: plaintext).
-    tls: ?*TlsContext = null,
+    /// What the listener's connections share: TLS, the PROXY protocol.
+    listening: *const Listening = &Listening.plaintext,
 };
 
 /// Reserves the pools. Memory is mapped, not touched.
@@ -212,7 +212,7 @@ pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, disp
         .large_memory = large_memory,
         .sessions = sessions,
         .session_pool = options.session_pool,
-        .tls = options.tls,
+        .listening = options.listening,
         .websocket_wake_fd = wake_fd,
     };
 }

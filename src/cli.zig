@@ -5,6 +5,7 @@
 const std = @import("std");
 const Config = @import("Config.zig");
 const engine = @import("engine.zig");
+const proxy_header = @import("proxy_header.zig");
 
 /// Why a flag was rejected; `Diagnostic.message` says which flag and why.
 pub const FlagError = error{ UnknownFlag, MissingValue, InvalidValue };
@@ -34,6 +35,10 @@ pub const server_flags_help =
     \\  --tls-no-tickets    no session tickets: every connection makes a full handshake
     \\  --tls-port N        serve HTTPS on port N and keep plaintext HTTP on --port (one
     \\                      server, two listeners)
+    \\  --proxy-protocol    every connection starts with a PROXY protocol header (v1 or v2,
+    \\                      as HAProxy's send-proxy sends): its client address is the peer's
+    \\  --proxy-protocol-from CIDR,...  take the header only from these peers (addresses or
+    \\                      networks); implies --proxy-protocol
     \\  Every flag that takes a value also takes it as --flag=value.
     \\
 ;
@@ -69,6 +74,15 @@ fn hostAddress(value: []const u8) ?[]const u8 {
 pub fn applyServerFlag(config: *Config, args: []const []const u8, index: *usize, diagnostic: *Diagnostic) FlagError!bool {
     const split = splitFlag(args[index.*]);
     const flag = split.name;
+    if (std.mem.eql(u8, flag, "--proxy-protocol")) {
+        if (split.value != null) {
+            diagnostic.set("{s} takes no value", .{flag});
+            return error.InvalidValue;
+        }
+        index.* += 1;
+        if (config.proxy_protocol == null) config.proxy_protocol = .{};
+        return true;
+    }
     if (std.mem.eql(u8, flag, "--tls-self-signed") or std.mem.eql(u8, flag, "--tls-no-tickets")) {
         if (split.value != null) {
             diagnostic.set("{s} takes no value", .{flag});
@@ -80,7 +94,7 @@ pub fn applyServerFlag(config: *Config, args: []const []const u8, index: *usize,
         config.tls = tls;
         return true;
     }
-    const names = [_][]const u8{ "--host", "--port", "--workers", "--engine", "--processes", "--tls-cert", "--tls-key", "--tls-client-ca", "--tls-port" };
+    const names = [_][]const u8{ "--host", "--port", "--workers", "--engine", "--processes", "--tls-cert", "--tls-key", "--tls-client-ca", "--tls-port", "--proxy-protocol-from" };
     const known = for (names) |name| {
         if (std.mem.eql(u8, flag, name)) break true;
     } else false;
@@ -131,6 +145,21 @@ pub fn applyServerFlag(config: *Config, args: []const []const u8, index: *usize,
         var tls = config.tls orelse Config.Tls{};
         tls.client_ca_file = value;
         config.tls = tls;
+    } else if (std.mem.eql(u8, flag, "--proxy-protocol-from")) {
+        var networks = std.mem.splitScalar(u8, value, ',');
+        while (networks.next()) |network| {
+            if (proxy_from.count == proxy_from.storage.len) {
+                diagnostic.set("--proxy-protocol-from: at most {d} networks", .{proxy_from.storage.len});
+                return error.InvalidValue;
+            }
+            if (proxy_header.Cidr.parse(network) == null) {
+                diagnostic.set("--proxy-protocol-from: '{s}' is not an address or a network (ADDRESS/BITS)", .{network});
+                return error.InvalidValue;
+            }
+            proxy_from.storage[proxy_from.count] = network;
+            proxy_from.count += 1;
+        }
+        config.proxy_protocol = .{ .from = proxy_from.storage[0..proxy_from.count] };
     } else if (std.mem.eql(u8, flag, "--tls-port")) {
         tls_listener.port = std.fmt.parseInt(u16, value, 10) catch {
             diagnostic.set("--tls-port: '{s}' is not a port number (0-65535)", .{value});
@@ -164,10 +193,16 @@ pub fn finishServerFlags(config: *Config, diagnostic: *Diagnostic) FlagError!voi
         diagnostic.set("--tls-port {d}: the same port as --port", .{port});
         return error.InvalidValue;
     }
-    tls_listener.storage[0] = .{ .host = config.host, .port = port, .tls = tls };
+    tls_listener.storage[0] = .{ .host = config.host, .port = port, .tls = tls, .proxy_protocol = config.proxy_protocol };
     config.tls = null;
     config.listeners = &tls_listener.storage;
 }
+
+/// The networks `--proxy-protocol-from` names (a command line is parsed once per process).
+const proxy_from = struct {
+    var storage: [32][]const u8 = undefined;
+    var count: usize = 0;
+};
 
 /// The listener `--tls-port` adds (a command line is parsed once per process).
 const tls_listener = struct {
@@ -293,7 +328,7 @@ pub fn announce(io: std.Io, host: []const u8, port: u16, listener: Listener) voi
 /// What the listening line of listener `index` of `server` (a `saker.Server(H)`) says
 /// besides its address.
 pub fn listenerOf(server: anytype, index: usize) Listener {
-    const tls = server.endpoints[index].tls orelse return .{};
+    const tls = server.endpoints[index].listening.tls orelse return .{};
     return .{
         .scheme = "https",
         .self_signed_fingerprint = if (tls.settings.self_signed) tls.fingerprint else null,

@@ -7,6 +7,7 @@ const Config = @import("Config.zig");
 const Worker = @import("Worker.zig");
 const Arena = @import("Arena.zig");
 const Connection = @import("Connection.zig");
+pub const Listening = @import("Listening.zig");
 
 const log = std.log.scoped(.saker);
 
@@ -28,15 +29,15 @@ pub const Shared = struct {
     /// them, so a `Conn` a handler kept stays safe to call (set up by the server for
     /// thread-based engines when the handler declares `WebSocket`).
     session_pool: @FieldType(Worker.Options, "session_pool") = null,
-    /// Sets up a worker for one connection at a time, of a listener with TLS context `tls`
-    /// (null: plaintext).
-    pub fn initWorker(shared: *Shared, worker: *Worker, tls: @FieldType(Worker.Options, "tls")) !void {
+    /// Sets up a worker for one connection at a time, of a listener whose connections share
+    /// `listening`.
+    pub fn initWorker(shared: *Shared, worker: *Worker, listening: *const Listening) !void {
         try worker.init(shared.gpa, shared.config, shared.dispatch, .{
             .connections_max = 1,
             .large_buffers_max = 1,
             .budget = shared.budget,
             .session_pool = shared.session_pool,
-            .tls = tls,
+            .listening = listening,
         });
     }
 

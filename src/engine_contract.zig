@@ -10,7 +10,7 @@ const http = @import("http.zig");
 const Exchange = @import("Exchange.zig");
 const Config = @import("Config.zig");
 const Handoff = @import("Handoff.zig");
-const TlsContext = @import("tls/Context.zig");
+const Listening = @import("Listening.zig");
 
 /// What the engine must do next for a connection.
 pub const Next = union(enum) {
@@ -53,7 +53,7 @@ fn calls(comptime C: type, comptime W: type) []const Call {
     return &.{
         // Life.
         .{ .name = "init", .T = fn (*W) C },
-        .{ .name = "initParked", .T = fn (u64, *const Config, *const Handoff.Sink, ?*TlsContext) C },
+        .{ .name = "initParked", .T = fn (u64, *const Config, *const Handoff.Sink, *const Listening) C },
         .{ .name = "deinit", .T = fn (*C) void },
         // The next action and its outcome (the driver).
         .{ .name = "next", .T = fn (*const C) Next },

@@ -28,6 +28,7 @@ const Simulation = @import("testing/Simulation.zig");
 const websocket = @import("websocket.zig");
 const frame = websocket.frame;
 const http2 = @import("http2.zig");
+const proxy_header = @import("proxy_header.zig");
 
 /// A corpus entry for a target that starts with `smith.slice`: a little-endian u32 length,
 /// then the bytes.
@@ -517,4 +518,39 @@ const hpack_corpus = [_][]const u8{
 
 test "fuzz: HPACK decodes any block within its bounds, and what it decodes round-trips" {
     try testing.fuzz({}, fuzzHpack, .{ .corpus = &hpack_corpus });
+}
+
+fn fuzzProxyHeader(_: void, smith: *testing.Smith) anyerror!void {
+    var buffer: [300]u8 = undefined;
+    const input = buffer[0..smith.slice(&buffer)];
+    const whole = proxy_header.parse(input, 256);
+    // Every prefix agrees with the whole: still incomplete before a header ends, invalid
+    // once a prefix is, and never asking for bytes it has.
+    for (0..input.len) |n| {
+        switch (proxy_header.parse(input[0..n], 256)) {
+            .incomplete => |needed| try testing.expect(needed > n),
+            .invalid => try testing.expect(whole == .invalid),
+            .header => |h| {
+                try testing.expect(whole == .header and whole.header.len == h.len);
+                try testing.expectEqual(h.source, whole.header.source);
+            },
+        }
+    }
+    switch (whole) {
+        .incomplete => |needed| try testing.expect(needed > input.len),
+        .header => |h| try testing.expect(h.len <= input.len and h.len <= 256),
+        .invalid => {},
+    }
+}
+
+const proxy_corpus = [_][]const u8{
+    entry("PROXY TCP4 192.168.0.1 192.168.0.11 56324 443\r\nGET"),
+    entry("PROXY TCP6 2001:db8::1 2001:db8::2 4000 80\r\n"),
+    entry("PROXY UNKNOWN\r\n"),
+    entry("\r\n\r\n\x00\r\nQUIT\n\x21\x11\x00\x0c\xc0\x00\x02\x07\x0a\x00\x00\x01\xd4\x31\x01\xbb"),
+    entry("\r\n\r\n\x00\r\nQUIT\n\x20\x00\x00\x00"),
+};
+
+test "fuzz: the PROXY header parser agrees with every prefix of its input" {
+    try testing.fuzz({}, fuzzProxyHeader, .{ .corpus = &proxy_corpus });
 }

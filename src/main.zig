@@ -39,6 +39,10 @@ const usage =
     \\  --tls-client-ca FILE   require client certificates signed by these CAs (mutual TLS)
     \\  --tls-no-tickets       no session tickets: every connection makes a full handshake
     \\  --tls-port N           serve HTTPS on port N and keep plaintext HTTP on --port
+    \\  --proxy-protocol       every connection starts with a PROXY header (v1 or v2, as
+    \\                         HAProxy's send-proxy sends); its client address is logged
+    \\  --proxy-protocol-from CIDR,...  take the header only from these peers; implies
+    \\                         --proxy-protocol
     \\  --redirect-http PORT   with HTTPS: also listen on PORT in plaintext and answer every
     \\                         request with 308 to its https:// URL
     \\  --basic-auth FILE      require a user name and password from FILE, an htpasswd file of

@@ -47,6 +47,8 @@ pub const HttpsRedirect = @import("app/HttpsRedirect.zig");
 /// puts any handler behind it.
 pub const BasicAuth = @import("app/BasicAuth.zig");
 pub const percent = @import("percent.zig");
+/// The PROXY protocol header (v1, v2) and the networks it is taken from.
+pub const proxy_header = @import("proxy_header.zig");
 pub const content_type = @import("content_type.zig");
 pub const cookies = @import("app/cookies.zig");
 pub const multipart = @import("app/multipart.zig");

@@ -21,13 +21,24 @@ const tls_facts = @import("tls/facts.zig");
 
 pub const Plain = @import("transport/Plain.zig");
 pub const Tls = @import("transport/Tls.zig");
+pub const Proxy = @import("transport/Proxy.zig");
 
-/// A connection's transport: plaintext (the identity, `Plain`) or a TLS session. One pointer:
-/// a plaintext connection pays for a null check.
+/// A connection's transport: plaintext (the identity, `Plain`) or a TLS session, behind a
+/// PROXY header reader on listeners that require one. A plaintext connection pays for two null
+/// checks.
 pub const Transport = struct {
     tls: ?*Tls = null,
+    /// Reads the PROXY header first (`Listening.proxy`); its phase says when it is done.
+    proxy: ?*Proxy = null,
 
     pub inline fn next(t: *const Transport, wanted: contract.Next) contract.Next {
+        if (t.proxy) |p| switch (p.phase) {
+            // A protocol that closes (a drain) needs no header first.
+            .reading => return if (wanted == .close) .close else .recv,
+            .holding => return if (wanted == .close) .close else .recv_held,
+            .failed => return .close,
+            .done => {},
+        };
         if (t.tls) |s| return s.next(wanted);
         return plain.next(wanted);
     }
@@ -38,6 +49,11 @@ pub const Transport = struct {
     }
 
     pub inline fn received(t: *Transport, n: usize) ?usize {
+        if (t.proxy) |p| if (p.phase == .reading) {
+            // Header bytes: nothing for the layers above yet.
+            p.received(n);
+            return null;
+        };
         if (t.tls) |s| return s.received(n);
         return plain.received(n);
     }
@@ -47,8 +63,15 @@ pub const Transport = struct {
         return plain.sent(n);
     }
 
-    /// Decrypts bytes held back (`Next.recv_held`) into the protocol's buffer.
+    /// Hands bytes held back (`Next.recv_held`) to the protocol's buffer: those that came
+    /// behind a PROXY header, as if just received, or records TLS decrypted earlier.
     pub fn deliverHeld(t: *Transport, protocol_buffer: []u8) ?usize {
+        if (t.proxy) |p| if (p.phase == .holding) {
+            const target = t.recvBuffer(protocol_buffer) orelse return null;
+            const n = p.takeHeld(target);
+            if (t.tls) |s| return s.received(n);
+            return plain.received(n);
+        };
         return t.tls.?.deliverHeld(protocol_buffer);
     }
 
@@ -57,8 +80,9 @@ pub const Transport = struct {
         return t.tls.?.onFileRead(n);
     }
 
-    /// The handshake deadline while there is one.
+    /// The PROXY header's deadline, then the handshake's, while there is one.
     pub inline fn deadline(t: *const Transport) ?u64 {
+        if (t.proxy) |p| if (p.phase == .reading) return p.deadline_ms;
         const s = t.tls orelse return null;
         return if (s.handshaking()) s.handshake_deadline_ms else null;
     }
@@ -71,6 +95,7 @@ pub const Transport = struct {
     }
 
     pub fn onTimeout(t: *Transport) void {
+        if (t.proxy) |p| if (p.phase == .reading) return p.onTimeout();
         t.tls.?.onTimeout();
     }
 
@@ -93,6 +118,8 @@ pub const Transport = struct {
     pub fn deinit(t: *Transport) void {
         if (t.tls) |s| s.destroy();
         t.tls = null;
+        if (t.proxy) |p| p.destroy();
+        t.proxy = null;
     }
 };
 

@@ -164,10 +164,21 @@ fn failure(connection: *ssl.SSL, rc: c_int, what: []const u8) Failure {
 /// Connects to 127.0.0.1:`port` with a receive timeout of `timeout_ms`, in plaintext
 /// whatever the suite's transport.
 pub fn connectPlain(port: u16, timeout_ms: u32) Error!Client {
+    return connectPlainFrom(null, port, timeout_ms);
+}
+
+/// `connectPlain` from the loopback address `source` (such as 127.0.0.7), so the server sees
+/// another peer than 127.0.0.1.
+pub fn connectPlainFrom(source: ?[4]u8, port: u16, timeout_ms: u32) Error!Client {
     const rc = linux.socket(linux.AF.INET, linux.SOCK.STREAM | linux.SOCK.CLOEXEC, 0);
     if (linux.errno(rc) != .SUCCESS) return connectFailed("socket", linux.errno(rc), port);
     const fd: linux.fd_t = @intCast(rc);
     errdefer _ = linux.close(fd);
+    if (source) |bytes| {
+        var local: linux.sockaddr.in = .{ .port = 0, .addr = @bitCast(bytes) };
+        const bound = linux.bind(fd, @ptrCast(&local), @sizeOf(linux.sockaddr.in));
+        if (linux.errno(bound) != .SUCCESS) return connectFailed("bind", linux.errno(bound), port);
+    }
     const timeout: linux.timeval = .{ .sec = @intCast(timeout_ms / 1000), .usec = @intCast((timeout_ms % 1000) * 1000) };
     _ = linux.setsockopt(fd, linux.SOL.SOCKET, linux.SO.RCVTIMEO, std.mem.asBytes(&timeout), @sizeOf(linux.timeval));
     _ = linux.setsockopt(fd, linux.SOL.SOCKET, linux.SO.SNDTIMEO, std.mem.asBytes(&timeout), @sizeOf(linux.timeval));

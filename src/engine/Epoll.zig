@@ -161,7 +161,7 @@ fn acceptAllowed(loop: *const Epoll) bool {
 
 pub fn onAccept(loop: *Epoll, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) void {
     // Over connections_max (server-wide): say so and close, without a slot or an exchange.
-    const slot = loop.slots.admit(loop.control, fd, loop.worker.tls != null) orelse return;
+    const slot = loop.slots.admit(loop.control, fd, loop.worker.listening.tls != null) orelse return;
     socket.setNoDelay(fd);
     slot.fd = fd;
     slot.readable = false;

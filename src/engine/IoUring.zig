@@ -403,7 +403,7 @@ fn onAccept(loop: *IoUring, cqe: linux.io_uring_cqe) !void {
 /// sent, and closes it if it sent nothing).
 fn takeConnection(loop: *IoUring, fd: linux.fd_t) void {
     // Over connections_max (server-wide): say so and close, without a slot.
-    const slot = loop.slots.admit(loop.control, fd, loop.worker.tls != null) orelse return;
+    const slot = loop.slots.admit(loop.control, fd, loop.worker.listening.tls != null) orelse return;
     socket.setNoDelay(fd);
     slot.fd = fd;
     slot.flags = .{};

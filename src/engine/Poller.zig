@@ -38,8 +38,8 @@ active: std.atomic.Value(u32) = .init(0),
 
 // The rest belongs to the poller thread.
 listener: ?socket.Listener = null,
-/// The listener's TLS context (null: plaintext).
-tls: @FieldType(Worker.Options, "tls") = null,
+/// What the listener's connections share (TLS, PROXY protocol).
+listening: *const engine.Listening = &engine.Listening.plaintext,
 /// Whether the listener may have pending connections (edge-triggered).
 listener_ready: bool = false,
 /// Accepting stops until then after an accept error, so it is never a busy loop.
@@ -195,9 +195,9 @@ pub fn takeForCleanup(slot: *Slot) void {
 
 /// Accepts, parks and hands over connections until the server stops and the connections
 /// this poller accepted are finished (or `shutdown_timeout_ms` has passed).
-pub fn run(poller: *Poller, listener: socket.Listener, tls: @FieldType(Worker.Options, "tls")) void {
+pub fn run(poller: *Poller, listener: socket.Listener, listening: *const engine.Listening) void {
     poller.listener = listener;
-    poller.tls = tls;
+    poller.listening = listening;
     const control = poller.pool.shared.control;
     // An acceptor that cannot watch its listener or the stop cannot go on: the server stops
     // and reports it (the server, not an engine, closes listeners).
@@ -271,10 +271,10 @@ fn acceptAllowed(poller: *const Poller) bool {
 
 pub fn onAccept(poller: *Poller, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) void {
     const shared = poller.pool.shared;
-    if (!shared.takeConnection()) return engine.refuse(poller.tls != null, fd); // over connections_max
+    if (!shared.takeConnection()) return engine.refuse(poller.listening.tls != null, fd); // over connections_max
     const slot = poller.takeSlot() orelse {
         shared.releaseConnection();
-        return engine.refuse(poller.tls != null, fd);
+        return engine.refuse(poller.listening.tls != null, fd);
     };
     socket.setNoDelay(fd);
     slot.fd = fd;
@@ -284,7 +284,7 @@ pub fn onAccept(poller: *Poller, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) vo
     slot.wake_registered = false;
     slot.sink = .{ .context = slot, .writeAll = WorkerPool.sinkWriteAll, .read = WorkerPool.sinkRead };
     // No worker yet: a pool thread lends one when the connection has work (see `Slot`).
-    slot.connection = .initParked(poller.now_ms, shared.config, &slot.sink, poller.tls);
+    slot.connection = .initParked(poller.now_ms, shared.config, &slot.sink, poller.listening);
     if (slot.peer) |*address| slot.connection.peer = address;
     const generation = Slot.generationOf(slot.state.load(.monotonic));
     slot.state.store(Slot.pack(generation, .parked), .release);

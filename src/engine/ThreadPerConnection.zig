@@ -13,10 +13,9 @@ const sync = @import("../sync.zig");
 
 const log = std.log.scoped(.saker);
 
-/// Accepts on `listener` (whose TLS context is `tls`, null for plaintext) until the server
-/// stops, then waits for the connection threads. The listener stays open (the server closes
-/// it).
-pub fn run(shared: *engine.Shared, listener: socket.Listener, tls: Tls) void {
+/// Accepts on `listener` (whose connections share `listening`) until the server stops, then
+/// waits for the connection threads. The listener stays open (the server closes it).
+pub fn run(shared: *engine.Shared, listener: socket.Listener, listening: *const Listening) void {
     defer waitForConnections(shared);
     const control = shared.control;
     var next_tick_ms: u64 = 0;
@@ -35,32 +34,31 @@ pub fn run(shared: *engine.Shared, listener: socket.Listener, tls: Tls) void {
                 continue;
             },
         };
-        start(shared, fd, tls);
+        start(shared, fd, listening);
     }
     // Connections the kernel had completed when the server stopped get their requests
     // answered (see `engine.Door`).
-    for (control.takeDoorstep(listener.fd)) |fd| start(shared, fd, tls);
+    for (control.takeDoorstep(listener.fd)) |fd| start(shared, fd, listening);
 }
 
-/// A listener's TLS context (null: plaintext).
-const Tls = @FieldType(Worker.Options, "tls");
+const Listening = engine.Listening;
 
-fn start(shared: *engine.Shared, fd: linux.fd_t, tls: Tls) void {
-    if (!shared.takeConnection()) return engine.refuse(tls != null, fd);
-    const thread = std.Thread.spawn(.{ .stack_size = sync.threadStackBytes(shared.config.thread_stack_bytes) }, connectionMain, .{ shared, fd, tls }) catch |err| {
+fn start(shared: *engine.Shared, fd: linux.fd_t, listening: *const Listening) void {
+    if (!shared.takeConnection()) return engine.refuse(listening.tls != null, fd);
+    const thread = std.Thread.spawn(.{ .stack_size = sync.threadStackBytes(shared.config.thread_stack_bytes) }, connectionMain, .{ shared, fd, listening }) catch |err| {
         log.warn("cannot start a connection thread: {t}", .{err});
         shared.releaseConnection();
-        return engine.refuse(tls != null, fd);
+        return engine.refuse(listening.tls != null, fd);
     };
     thread.detach();
 }
 
-fn connectionMain(shared: *engine.Shared, fd: linux.fd_t, tls: Tls) void {
+fn connectionMain(shared: *engine.Shared, fd: linux.fd_t, listening: *const Listening) void {
     defer shared.releaseConnection();
     var worker: Worker = undefined;
-    shared.initWorker(&worker, tls) catch |err| {
+    shared.initWorker(&worker, listening) catch |err| {
         log.warn("no memory for a connection: {t}", .{err});
-        return engine.refuse(tls != null, fd);
+        return engine.refuse(listening.tls != null, fd);
     };
     defer worker.deinit();
     var drain_deadline_ms: u64 = std.math.maxInt(u64);

@@ -79,8 +79,8 @@ const WorkerSet = struct {
         set.mutex.unlock();
         if (!pw.ready) {
             // Lent to connections of every listener: each brings its own transport (see
-            // `Connection.initParked`), so the worker has no TLS context.
-            shared.initWorker(&pw.worker, null) catch |err| {
+            // `Connection.initParked`), so the worker serves no listener in particular.
+            shared.initWorker(&pw.worker, &engine.Listening.plaintext) catch |err| {
                 log.warn("worker pool: cannot set up a worker: {t}", .{err});
                 set.release(pw);
                 return null;
@@ -162,15 +162,15 @@ pub fn stop(pool: *WorkerPool) void {
     gpa.free(pool.queue_storage);
 }
 
-/// An acceptor thread: runs the next poller on `listener` (whose TLS context is `tls`, null
-/// for plaintext) until the server stops.
-pub fn accept(pool: *WorkerPool, listener: socket.Listener, tls: @FieldType(Worker.Options, "tls")) void {
+/// An acceptor thread: runs the next poller on `listener` (whose connections share
+/// `listening`) until the server stops.
+pub fn accept(pool: *WorkerPool, listener: socket.Listener, listening: *const engine.Listening) void {
     const index = pool.pollers_claimed.fetchAdd(1, .acq_rel);
     if (index >= pool.pollers.len) {
         log.err("worker pool: more listeners than pollers", .{});
         return pool.shared.control.fail();
     }
-    pool.pollers[index].run(listener, tls);
+    pool.pollers[index].run(listener, listening);
 }
 
 /// A poller: `slot` has work; queue it for a pool thread (waiting while the queue is full).
