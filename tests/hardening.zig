@@ -21,45 +21,7 @@ const Echo = struct {
     }
 };
 
-fn ServerThread(comptime Handler: type) type {
-    return struct {
-        const This = @This();
-        handler: Handler = .{},
-        server: saker.Server(Handler),
-        thread: std.Thread,
-
-        fn start(kind: saker.engine.Kind, overrides: saker.Config) !*This {
-            var config = overrides;
-            config.host = "127.0.0.1";
-            config.port = 0;
-            config.engine = kind;
-            config = Client.transport(config);
-            if (config.workers == 0) config.workers = 2;
-            const running = try testing.allocator.create(This);
-            errdefer testing.allocator.destroy(running);
-            running.* = .{ .server = undefined, .thread = undefined };
-            running.server = try .init(testing.allocator, &running.handler, config);
-            errdefer running.server.deinit();
-            running.thread = try std.Thread.spawn(.{}, serve, .{&running.server});
-            return running;
-        }
-
-        fn serve(server: *saker.Server(Handler)) void {
-            server.serve() catch |err| std.debug.panic("serve failed: {t}", .{err});
-        }
-
-        fn stop(running: *This) void {
-            running.server.stop();
-            running.thread.join();
-            running.server.deinit();
-            testing.allocator.destroy(running);
-        }
-
-        fn port(running: *This) u16 {
-            return running.server.port();
-        }
-    };
-}
+const ServerThread = @import("server_thread.zig").ServerThread;
 
 /// A request that could be framed two ways, and what must happen: an error status and a
 /// close, so no second request can hide in it.

@@ -14,46 +14,7 @@ const sleepMs = @import("clock.zig").sleepMs;
 /// The engines every scenario runs on.
 const engines = [_]saker.engine.Kind{ .blocking, .thread_per_connection, .worker_pool, .epoll, .io_uring };
 
-/// A server for `Handler` (a value given to `start`) on its own thread.
-fn ServerThread(comptime Handler: type) type {
-    return struct {
-        const This = @This();
-        handler: Handler,
-        server: saker.Server(Handler),
-        thread: std.Thread,
-
-        fn start(kind: saker.engine.Kind, handler: Handler, overrides: saker.Config) !*This {
-            var config = overrides;
-            config.host = "127.0.0.1";
-            config.port = 0;
-            config.engine = kind;
-            config = Client.transport(config);
-            if (config.workers == 0) config.workers = 2;
-            const running = try testing.allocator.create(This);
-            errdefer testing.allocator.destroy(running);
-            running.* = .{ .handler = handler, .server = undefined, .thread = undefined };
-            running.server = try .init(testing.allocator, &running.handler, config);
-            errdefer running.server.deinit();
-            running.thread = try std.Thread.spawn(.{}, serve, .{&running.server});
-            return running;
-        }
-
-        fn serve(server: *saker.Server(Handler)) void {
-            server.serve() catch |err| std.debug.panic("serve failed: {t}", .{err});
-        }
-
-        fn stop(running: *This) void {
-            running.server.stop();
-            running.thread.join();
-            running.server.deinit();
-            testing.allocator.destroy(running);
-        }
-
-        fn port(running: *This) u16 {
-            return running.server.port();
-        }
-    };
-}
+const ServerThread = @import("server_thread.zig").ServerThread;
 
 fn fetch(port: u16, request: []const u8) !Client.Response {
     return Client.fetch(testing.allocator, port, request);
@@ -108,7 +69,7 @@ test "arena: /baseline11 sums the query and the body (length, chunked, split)" {
     defer fixture.deinit();
     for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
-        const running = try ArenaServer.start(kind, .{ .context = &fixture.app }, .{});
+        const running = try ArenaServer.startWith(kind, .{ .context = &fixture.app }, .{});
         defer running.stop();
         const port = running.port();
         {
@@ -170,7 +131,7 @@ test "arena: /pipeline, pipelined; 404, 405 and OPTIONS" {
     defer fixture.deinit();
     for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
-        const running = try ArenaServer.start(kind, .{ .context = &fixture.app }, .{});
+        const running = try ArenaServer.startWith(kind, .{ .context = &fixture.app }, .{});
         defer running.stop();
         var client = try Client.connect(running.port(), 10_000);
         defer client.close();
@@ -228,7 +189,7 @@ test "arena: /json/{count}?m=M serialises the first items with their totals" {
     try testing.expectEqual(@as(usize, 50), items.len);
     for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
-        const running = try ArenaServer.start(kind, .{ .context = &fixture.app }, .{});
+        const running = try ArenaServer.startWith(kind, .{ .context = &fixture.app }, .{});
         defer running.stop();
         const cases = [_]struct { count: usize, m: i64, expect: usize }{
             .{ .count = 12, .m = 3, .expect = 12 },
@@ -286,7 +247,7 @@ test "arena: /upload counts a streamed body, 20 MiB included, without buffering 
     for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         // body_bytes_max stays far below 20 MiB: buffering would be a 413.
-        const running = try ArenaServer.start(kind, .{ .context = &fixture.app }, .{ .body_bytes_max = 64 * 1024 });
+        const running = try ArenaServer.startWith(kind, .{ .context = &fixture.app }, .{ .body_bytes_max = 64 * 1024 });
         defer running.stop();
         var client = try Client.connect(running.port(), 20_000);
         defer client.close();
@@ -331,7 +292,7 @@ test "arena: /static/NAME serves files per request; no way out of the directory"
     defer fixture.deinit();
     for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
-        const running = try ArenaServer.start(kind, .{ .context = &fixture.app }, .{});
+        const running = try ArenaServer.startWith(kind, .{ .context = &fixture.app }, .{});
         defer running.stop();
         const files = [_]struct { name: []const u8, content_type: []const u8 }{
             .{ .name = "reset.css", .content_type = "text/css" },
@@ -387,7 +348,7 @@ const TourServer = ServerThread(router_example.Routes);
 test "router example: parameters, query, forms, cookies, redirects, JSON and errors" {
     for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
-        const running = try TourServer.start(kind, .{ .context = {} }, .{ .handler_threads = 2 });
+        const running = try TourServer.startWith(kind, .{ .context = {} }, .{ .handler_threads = 2 });
         defer running.stop();
         const port = running.port();
         const Case = struct { request: []const u8, status: u16, body: ?[]const u8 = null, contains: ?[]const u8 = null };
@@ -433,7 +394,7 @@ test "router example: parameters, query, forms, cookies, redirects, JSON and err
 }
 
 test "router example: CORS on /api, arena counters" {
-    const running = try TourServer.start(.epoll, .{ .context = {} }, .{ .handler_threads = 2 });
+    const running = try TourServer.startWith(.epoll, .{ .context = {} }, .{ .handler_threads = 2 });
     defer running.stop();
     const preflight = try fetch(running.port(), "OPTIONS /api/sum HTTP/1.1\r\nHost: t\r\nOrigin: https://a.example\r\n" ++
         "Access-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: content-type\r\n\r\n");
@@ -462,7 +423,7 @@ const multipart_body = "--XyZ\r\nContent-Disposition: form-data; name=\"title\"\
 test "router example: a multipart upload is parsed as it streams in" {
     for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
-        const running = try TourServer.start(kind, .{ .context = {} }, .{ .handler_threads = 2 });
+        const running = try TourServer.startWith(kind, .{ .context = {} }, .{ .handler_threads = 2 });
         defer running.stop();
         // Scoped: the blocking engine serves one connection at a time.
         {
@@ -532,7 +493,7 @@ test "router example: server-sent events leave one by one" {
     // for it, no `handler_threads` needed) and streams.
     for (usable(&.{ .blocking, .epoll, .io_uring })) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
-        const running = try TourServer.start(kind, .{ .context = {} }, .{});
+        const running = try TourServer.startWith(kind, .{ .context = {} }, .{});
         defer running.stop();
         var client = try Client.connect(running.port(), 10_000);
         defer client.close();
@@ -599,7 +560,7 @@ test "EventStream: a route flagged blocking streams on the event loops and notic
     for (usable(&.{ .epoll, .io_uring })) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         var ticker: Ticker = .{};
-        const running = try ServerThread(TickerRouteFlagged).start(kind, .{ .context = &ticker }, .{});
+        const running = try ServerThread(TickerRouteFlagged).startWith(kind, .{ .context = &ticker }, .{});
         defer running.stop();
         var client = try Client.connect(running.port(), 10_000);
         try client.send("GET /events HTTP/1.1\r\nHost: t\r\n\r\n");
@@ -632,7 +593,7 @@ test "EventStream: a client that disconnects is noticed (ClientGone); event loop
     for (usable(&.{ .blocking, .thread_per_connection, .epoll })) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         var ticker: Ticker = .{};
-        const running = try ServerThread(TickerRoutes(true)).start(kind, .{ .context = &ticker }, .{ .handler_threads = 2 });
+        const running = try ServerThread(TickerRoutes(true)).startWith(kind, .{ .context = &ticker }, .{ .handler_threads = 2 });
         defer running.stop();
         var client = try Client.connect(running.port(), 10_000);
         try client.send("GET /events HTTP/1.1\r\nHost: t\r\n\r\n");
@@ -650,7 +611,7 @@ test "EventStream: a client that disconnects is noticed (ClientGone); event loop
     }
     // Without the pool an event loop cannot stream: the events arrive together, with a length.
     var ticker: Ticker = .{};
-    const running = try ServerThread(TickerRoutes(false)).start(.epoll, .{ .context = &ticker }, .{});
+    const running = try ServerThread(TickerRoutes(false)).startWith(.epoll, .{ .context = &ticker }, .{});
     defer running.stop();
     const r = try fetch(running.port(), "GET /events HTTP/1.1\r\nHost: t\r\n\r\n");
     defer r.deinit(testing.allocator);
@@ -725,7 +686,7 @@ test "bodyReader: 20 MiB uploads (length and chunked) are read as they arrive, i
         errdefer std.debug.print("engine {t}\n", .{kind});
         // No handler_threads: the route's flag starts the pool on the event loops. Buffering
         // would be refused (body_bytes_max) long before 20 MiB.
-        const running = try TourServer.start(kind, .{ .context = {} }, .{ .body_bytes_max = 64 * 1024 });
+        const running = try TourServer.startWith(kind, .{ .context = {} }, .{ .body_bytes_max = 64 * 1024 });
         defer running.stop();
         var client = try Client.connect(running.port(), 20_000);
         defer client.close();
@@ -758,7 +719,7 @@ test "bodyReader: the RSS check sees a buffered 20 MiB body" {
     const big = try testing.allocator.alloc(u8, 20 * 1024 * 1024);
     defer testing.allocator.free(big);
     @memset(big, 'x');
-    const running = try ServerThread(PullRoutes).start(.epoll, .{ .context = &pull_app }, .{
+    const running = try ServerThread(PullRoutes).startWith(.epoll, .{ .context = &pull_app }, .{
         .body_bytes_max = 32 * 1024 * 1024,
         .arena_request_bytes_max = 64 * 1024 * 1024,
     });
@@ -854,7 +815,7 @@ test "bodyReader: a partly read body is skipped when it has arrived, else the co
     for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         var app: PullApp = .{};
-        const running = try ServerThread(PullRoutes).start(kind, .{ .context = &app }, .{});
+        const running = try ServerThread(PullRoutes).startWith(kind, .{ .context = &app }, .{});
         defer running.stop();
         {
             // Body and the next request in one write: the unread rest is skipped in place.
@@ -890,7 +851,7 @@ test "bodyReader: 100 Continue is sent when the reader is first used, not before
     for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         var app: PullApp = .{};
-        const running = try ServerThread(PullRoutes).start(kind, .{ .context = &app }, .{});
+        const running = try ServerThread(PullRoutes).startWith(kind, .{ .context = &app }, .{});
         defer running.stop();
         {
             var client = try Client.connect(running.port(), 10_000);
@@ -922,7 +883,7 @@ test "bodyReader: too large (413), bad framing (400), too slow (408), and a clie
     for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         var app: PullApp = .{};
-        const running = try ServerThread(PullRoutes).start(kind, .{ .context = &app }, .{
+        const running = try ServerThread(PullRoutes).startWith(kind, .{ .context = &app }, .{
             .streamed_body_bytes_max = 1000,
             .body_timeout_ms = 1000,
         });
@@ -1002,7 +963,7 @@ test "bodyReader: an event loop without the handler pool says BodyReaderUnavaila
     defer testing.log_level = log_level;
     for (usable(&.{ .epoll, .io_uring })) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
-        const running = try ServerThread(NoPool).start(kind, .{}, .{});
+        const running = try ServerThread(NoPool).startWith(kind, .{}, .{});
         defer running.stop();
         const r = try fetch(running.port(), "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc");
         defer r.deinit(testing.allocator);
@@ -1015,7 +976,7 @@ test "per-route blocking: only flagged routes leave the event loop; the pool sta
     for (usable(&.{ .epoll, .io_uring })) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         var app: PullApp = .{};
-        const running = try ServerThread(PullRoutes).start(kind, .{ .context = &app }, .{ .workers = 1 });
+        const running = try ServerThread(PullRoutes).startWith(kind, .{ .context = &app }, .{ .workers = 1 });
         defer running.stop();
         var client = try Client.connect(running.port(), 10_000);
         defer client.close();
@@ -1068,7 +1029,7 @@ test "arena: one request is held to arena_request_bytes_max (500); its memory co
     const overflow_max = 1024 * 1024;
     for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
-        const running = try ServerThread(HogRoutes).start(kind, .{ .context = {} }, .{
+        const running = try ServerThread(HogRoutes).startWith(kind, .{ .context = {} }, .{
             .arena_bytes = 4096,
             .body_bytes_max = 16 * 1024,
             .arena_request_bytes_max = 64 * 1024,
@@ -1140,7 +1101,7 @@ test "health: ok while serving; a request that arrives during the drain gets 503
         std.debug.print("skipped: health during the drain over TLS (a blocking-engine backlog client cannot finish its handshake)\n", .{});
         return error.SkipZigTest;
     }
-    const running = try ServerThread(App).start(.blocking, .{ .context = {} }, .{ .workers = 1 });
+    const running = try ServerThread(App).startWith(.blocking, .{ .context = {} }, .{ .workers = 1 });
     var joined = false;
     defer if (!joined) running.stop();
     {
