@@ -115,6 +115,8 @@ fn openTransport(listening: *const Listening, now_ms: u64, config: *const Config
 
 /// Gives back everything the connection holds. Call once, after the socket is closed.
 pub fn deinit(c: *Connection) void {
+    // A WebSocket connection always has its worker (it keeps it while it lives).
+    if (c.protocol == .websocket) c.worker.metrics.websocketClosed();
     switch (c.protocol) {
         inline else => |*session| session.deinit(),
     }
@@ -159,6 +161,7 @@ pub fn recvBuffer(c: *Connection) ?[]u8 {
 
 /// `n` bytes were read into `recvBuffer()`; 0 means the client closed its side.
 pub fn onRecv(c: *Connection, n: usize) void {
+    c.worker.metrics.received(n);
     const delivered = c.transport.received(n);
     // The client's address from a PROXY header is the connection's peer from now on.
     if (c.transport.proxy) |p| if (p.source) |*source| {
@@ -200,6 +203,7 @@ pub fn onWouldBlock(c: *Connection) void {
 
 /// `n` bytes of the batch (iovecs, then file) were sent.
 pub fn onSend(c: *Connection, n: usize) void {
+    c.worker.metrics.sent(n);
     const taken = c.transport.sent(n) orelse return;
     switch (c.protocol) {
         .http1 => |*session| {
@@ -320,6 +324,7 @@ fn upgrade(c: *Connection) void {
     c.protocol.http1.deinit();
     c.protocol = .{ .websocket = .init(handover) };
     c.protocol.websocket.open();
+    c.worker.metrics.websocketOpened();
 }
 
 /// Runs the handler for the current request; called on a handler pool thread, which owns the

@@ -49,6 +49,8 @@ recv_end: u32 = 0,
 body_start: u32 = 0,
 /// How the current request's body is being received.
 body: Body = .none,
+/// When the current request's head was complete (worker clock; 0: not yet), for metrics.
+started_ms: u64 = 0,
 
 /// Bytes of `out` in use.
 out_len: usize = 0,

@@ -7,6 +7,7 @@ const linux = std.os.linux;
 const posix = std.posix;
 const TlsContext = @import("tls/Context.zig");
 const proxy_header = @import("proxy_header.zig");
+const Metrics = @import("Metrics.zig");
 const sync = @import("sync.zig");
 const Config = @import("Config.zig");
 const Request = @import("Request.zig");
@@ -221,6 +222,8 @@ pub fn Server(comptime Handler: type) type {
         /// Threads for handlers that may block (event engines only).
         handler_pool: HandlerPool = undefined,
         handler_pool_started: bool = false,
+        /// Every worker's counters, for `writeMetrics`.
+        metrics: Metrics.Registry = .{},
 
         /// A configured listener, bound.
         pub const Endpoint = struct {
@@ -347,6 +350,38 @@ pub fn Server(comptime Handler: type) type {
         /// configured one was 0.
         pub fn listenerPort(server: *const ServerOfHandler, index: usize) u16 {
             return server.endpoints[index].port;
+        }
+
+        /// Writes the server's metrics in the Prometheus text format (`Metrics.render`). Safe
+        /// from any thread while the server lives; a scrape sums every worker's counters.
+        pub fn writeMetrics(server: *ServerOfHandler, w: *std.Io.Writer) std.Io.Writer.Error!void {
+            const total = server.metrics.total();
+            var completed: u64 = 0;
+            var failed: u64 = 0;
+            var tls = false;
+            for (server.endpoints) |endpoint| {
+                const context = endpoint.listening.tls orelse continue;
+                tls = true;
+                completed += context.handshakes_completed.load(.monotonic);
+                failed += context.handshakes_failed.load(.monotonic);
+            }
+            try Metrics.render(w, &total, .{
+                .connections_open = server.control.connections.load(.monotonic),
+                .connections_refused = server.control.connections_refused.load(.monotonic),
+                .accept_errors = server.control.accept_errors.load(.monotonic),
+                .handler_queue_depth = if (@atomicLoad(bool, &server.handler_pool_started, .acquire)) server.handler_pool.queue.count() else null,
+                .tls_handshakes = if (tls) .{ .completed = completed, .failed = failed } else null,
+            });
+        }
+
+        /// What a `saker.MetricsHandler` reads: this server's metrics.
+        pub fn metricsSource(server: *ServerOfHandler) Metrics.Source {
+            return .{ .context = server, .write = writeMetricsErased };
+        }
+
+        fn writeMetricsErased(context: *anyopaque, w: *std.Io.Writer) std.Io.Writer.Error!void {
+            const server: *ServerOfHandler = @ptrCast(@alignCast(context));
+            return server.writeMetrics(w);
         }
 
         /// The endpoint listening socket `index` belongs to.
@@ -576,6 +611,7 @@ pub fn Server(comptime Handler: type) type {
                 .dispatch = dispatch_table.make(server.handler),
                 .budget = &server.budget,
                 .control = &server.control,
+                .registry = &server.metrics,
             };
             if (server.shared.dispatch.websocket != null and server.workersPerConnection()) {
                 // Outlives the connection threads, so a kept `Conn` stays safe to call.
@@ -600,6 +636,7 @@ pub fn Server(comptime Handler: type) type {
                     .large_buffers_max = server.config.large_buffers_max,
                     .budget = &server.budget,
                     .listening = &server.endpointOf(index).listening,
+                    .registry = &server.metrics,
                 });
                 worker.index = @intCast(index);
                 initialized += 1;
@@ -612,7 +649,7 @@ pub fn Server(comptime Handler: type) type {
                     .queue_max = server.config.handler_queue_max,
                     .stack_bytes = server.config.thread_stack_bytes,
                 });
-                server.handler_pool_started = true;
+                @atomicStore(bool, &server.handler_pool_started, true, .release); // read by scrapes
                 for (server.workers) |*worker| worker.handler_pool = &server.handler_pool;
             }
             errdefer if (server.handler_pool_started) {

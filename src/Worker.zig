@@ -5,6 +5,7 @@
 const std = @import("std");
 const assert = std.debug.assert;
 const Listening = @import("Listening.zig");
+const Metrics = @import("Metrics.zig");
 const Config = @import("Config.zig");
 const mapped = @import("mapped.zig");
 const Arena = @import("Arena.zig");
@@ -62,6 +63,8 @@ free_large: ?*LargeLink = null,
 
 /// Requests answered (a metric).
 requests_total: u64 = 0,
+/// What this worker counts for `Metrics` (in the server's registry while it lives).
+metrics: Metrics.Counters = .{},
 
 /// WebSocket sessions, one per connection at most (touched only when first handed out). The
 /// memory stays mapped while the worker lives, so a stale `Conn` handle never points at
@@ -172,6 +175,8 @@ pub const Options = struct {
     session_pool: ?*websocket.SessionPool = null,
     /// What the listener's connections share: TLS, the PROXY protocol.
     listening: *const Listening = &Listening.plaintext,
+    /// Where the worker's counters are read from by scrapes (null: nowhere).
+    registry: ?*Metrics.Registry = null,
 };
 
 /// Reserves the pools. Memory is mapped, not touched.
@@ -215,10 +220,12 @@ pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, disp
         .listening = options.listening,
         .websocket_wake_fd = wake_fd,
     };
+    if (options.registry) |registry| registry.join(&worker.metrics);
 }
 
 /// Unmaps the pools. Asserts every exchange was returned (unless `abandoned`).
 pub fn deinit(worker: *Worker) void {
+    if (worker.metrics.registry) |registry| registry.leave(&worker.metrics);
     if (worker.abandoned) return; // a handler thread may still use this memory
     assert(worker.exchanges_busy == 0);
     assert(worker.sessions_busy == 0);

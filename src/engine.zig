@@ -29,6 +29,8 @@ pub const Shared = struct {
     /// them, so a `Conn` a handler kept stays safe to call (set up by the server for
     /// thread-based engines when the handler declares `WebSocket`).
     session_pool: @FieldType(Worker.Options, "session_pool") = null,
+    /// Where the workers made here are counted (`Metrics`).
+    registry: @FieldType(Worker.Options, "registry") = null,
     /// Sets up a worker for one connection at a time, of a listener whose connections share
     /// `listening`.
     pub fn initWorker(shared: *Shared, worker: *Worker, listening: *const Listening) !void {
@@ -38,6 +40,7 @@ pub const Shared = struct {
             .budget = shared.budget,
             .session_pool = shared.session_pool,
             .listening = listening,
+            .registry = shared.registry,
         });
     }
 
@@ -122,6 +125,9 @@ pub const Control = struct {
     connections: std.atomic.Value(u32) = .init(0),
     /// `Config.connections_max`.
     connections_max: u32,
+    /// Connections refused at `connections_max`, and accepts that failed (for metrics).
+    connections_refused: std.atomic.Value(u64) = .init(0),
+    accept_errors: std.atomic.Value(u64) = .init(0),
     /// When the stop was requested (monotonic clock); valid once `stopping` is set.
     stopped_at_ms: u64 = 0,
     /// One per listener, while `doors_open` (set up by the server before engines start).
@@ -145,6 +151,7 @@ pub const Control = struct {
         const before = control.connections.fetchAdd(1, .acq_rel);
         if (before < control.connections_max) return true;
         _ = control.connections.fetchSub(1, .acq_rel);
+        _ = control.connections_refused.fetchAdd(1, .monotonic);
         return false;
     }
 
@@ -265,8 +272,9 @@ pub const accept_pause_ms = 100;
 
 /// Logs why accepting pauses for `accept_pause_ms` (once per pause; nothing when the
 /// listener was shut because the server is stopping).
-pub fn logAcceptPause(control: *const Control, err: anyerror) void {
+pub fn logAcceptPause(control: *Control, err: anyerror) void {
     if (err == error.ListenerClosed and control.stop_claimed.load(.acquire)) return;
+    _ = control.accept_errors.fetchAdd(1, .monotonic);
     if (err == error.SystemResources) {
         log.warn("accept: out of file descriptors or memory; pausing accepts for {d} ms", .{accept_pause_ms});
     } else {
@@ -293,7 +301,7 @@ pub const accepts_per_round = 64;
 /// Clears `loop.listener_ready` once the listener is empty; after an error that may last
 /// (out of file descriptors, an unexpected errno) it pauses accepting for `accept_pause_ms`
 /// rather than spin, while connections go on being served.
-pub fn acceptRound(loop: anytype, control: *const Control, now_ms: u64) void {
+pub fn acceptRound(loop: anytype, control: *Control, now_ms: u64) void {
     const listener = loop.listener.?;
     for (0..accepts_per_round) |_| {
         var peer: ?std.Io.net.IpAddress = null;

@@ -45,6 +45,8 @@ const usage =
     \\                         --proxy-protocol
     \\  --redirect-http PORT   with HTTPS: also listen on PORT in plaintext and answer every
     \\                         request with 308 to its https:// URL
+    \\  --metrics [HOST:]PORT  serve Prometheus metrics at GET /metrics on a listener of its
+    \\                         own (HOST defaults to --host)
     \\  --basic-auth FILE      require a user name and password from FILE, an htpasswd file of
     \\                         bcrypt hashes (htpasswd -B); others get 401
     \\  --access-log DEST      FILE, - for stdout (default), or off
@@ -63,7 +65,30 @@ const ServeArgs = struct {
     redirect_port: ?u16 = null,
     /// `--basic-auth FILE`: an htpasswd file of bcrypt hashes every request must match.
     basic_auth: ?[]const u8 = null,
+    /// `--metrics [HOST:]PORT`: where a second listener serves `GET /metrics`.
+    metrics: ?MetricsAddress = null,
 };
+
+const MetricsAddress = struct { host: []const u8, port: u16 };
+
+/// `--metrics`' value: `PORT` (on --host's address), `HOST:PORT` or `[IPv6]:PORT`.
+fn parseMetricsAddress(text: []const u8, default_host: []const u8) ?MetricsAddress {
+    var host: []const u8 = default_host;
+    var port_text = text;
+    if (std.mem.startsWith(u8, text, "[")) {
+        const end = std.mem.findScalar(u8, text, ']') orelse return null;
+        if (end + 1 >= text.len or text[end + 1] != ':') return null;
+        host = text[1..end];
+        port_text = text[end + 2 ..];
+    } else if (std.mem.findScalarLast(u8, text, ':')) |colon| {
+        host = text[0..colon];
+        port_text = text[colon + 1 ..];
+    }
+    if (std.ascii.eqlIgnoreCase(host, "localhost")) host = "127.0.0.1";
+    _ = std.Io.net.IpAddress.parse(host, 0) catch return null;
+    const port = std.fmt.parseInt(u16, port_text, 10) catch return null;
+    return .{ .host = host, .port = port };
+}
 
 pub fn main(init: std.process.Init) !void {
     const args = init.minimal.args.toSlice(init.arena.allocator()) catch fatal(init.io, "out of memory", .{});
@@ -91,6 +116,7 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
     parsed.config.unsent_bytes_max = 64 * 1024;
     parsed.config.cork_file_bytes_max = 256 * 1024;
     var directory: ?[]const u8 = null;
+    var metrics_text: ?[]const u8 = null;
     var diagnostic: saker.cli.Diagnostic = .{};
     var index: usize = 0;
     while (index < args.len) {
@@ -140,6 +166,8 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
             const text = value(io, args, &index, flag);
             parsed.redirect_port = std.fmt.parseInt(u16, text, 10) catch
                 fatal(io, "--redirect-http '{s}': not a port number (1-65535)", .{text});
+        } else if (std.mem.eql(u8, flag.name, "--metrics")) {
+            metrics_text = value(io, args, &index, flag);
         } else if (std.mem.eql(u8, flag.name, "--basic-auth")) {
             parsed.basic_auth = value(io, args, &index, flag);
         } else if (std.mem.eql(u8, flag.name, "--access-log")) {
@@ -153,6 +181,8 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
         }
     }
     parsed.static.root = directory orelse ".";
+    if (metrics_text) |text| parsed.metrics = parseMetricsAddress(text, parsed.config.host) orelse
+        fatal(io, "--metrics '{s}': not PORT, HOST:PORT or [IPv6]:PORT", .{text});
     saker.cli.finishServerFlags(&parsed.config, &diagnostic) catch fatal(io, "{s}", .{diagnostic.message});
     if (parsed.redirect_port != null and !parsed.config.anyTls())
         fatal(io, "--redirect-http needs HTTPS (--tls-cert and --tls-key, or --tls-self-signed)", .{});
@@ -237,50 +267,91 @@ fn serveWith(comptime Handler: type, handler: *Handler, io: std.Io, gpa: std.mem
         error.Unexpected => fatal(io, "cannot listen on {s}:{d}", .{ config.host, config.port }),
     };
     defer server.deinit();
-    const redirect_port = args.redirect_port orelse {
-        // Prints `listening on ...` once SIGINT/SIGTERM are caught, then serves until one comes.
-        return saker.cli.run(io, &server);
+    // Servers beside the main one: they start once the main one has caught the signals (their
+    // threads inherit that), and stop when it has.
+    var redirect: saker.HttpsRedirect = .{ .https_port = firstTlsPort(&server), .default_host = config.host };
+    var redirect_side: ?Side(saker.HttpsRedirect) = null;
+    if (args.redirect_port) |port| redirect_side = .{
+        .what = "--redirect-http",
+        .note = "redirects to https",
+        .server = saker.Server(saker.HttpsRedirect).init(gpa, &redirect, .{ .host = config.host, .port = port, .workers = 1 }) catch |err| switch (err) {
+            error.AddressInUse => fatal(io, "--redirect-http {d}: the port is already in use on {s}", .{ port, config.host }),
+            else => fatal(io, "--redirect-http {d}: cannot listen ({t})", .{ port, err }),
+        },
     };
-    // The plaintext listener is a second server in this process: it starts once the signals
-    // are caught (its threads inherit that), and stops when the HTTPS one has.
-    var redirect: saker.HttpsRedirect = .{ .https_port = server.port(), .default_host = config.host };
-    var redirect_server = saker.Server(saker.HttpsRedirect).init(gpa, &redirect, .{
-        .host = config.host,
-        .port = redirect_port,
-        .workers = 1,
-    }) catch |err| switch (err) {
-        error.AddressInUse => fatal(io, "--redirect-http {d}: the port is already in use on {s}", .{ redirect_port, config.host }),
-        else => fatal(io, "--redirect-http {d}: cannot listen ({t})", .{ redirect_port, err }),
+    defer if (redirect_side) |*side| side.server.deinit();
+    var metrics: saker.MetricsHandler = .{ .source = server.metricsSource() };
+    var metrics_side: ?Side(saker.MetricsHandler) = null;
+    if (args.metrics) |address| metrics_side = .{
+        .what = "--metrics",
+        .note = "metrics at /metrics",
+        .server = saker.Server(saker.MetricsHandler).init(gpa, &metrics, .{ .host = address.host, .port = address.port, .workers = 1 }) catch |err| switch (err) {
+            error.AddressInUse => fatal(io, "--metrics {s}:{d}: the port is already in use", .{ address.host, address.port }),
+            else => fatal(io, "--metrics {s}:{d}: cannot listen ({t})", .{ address.host, address.port, err }),
+        },
     };
-    defer redirect_server.deinit();
+    defer if (metrics_side) |*side| side.server.deinit();
     const Ready = struct {
         io: std.Io,
-        host: []const u8,
         server: *const saker.Server(Handler),
-        redirect: *saker.Server(saker.HttpsRedirect),
-        thread: ?std.Thread = null,
+        redirect: ?*Side(saker.HttpsRedirect),
+        metrics: ?*Side(saker.MetricsHandler),
 
         fn call(context: ?*anyopaque, port: u16) void {
             const ready: *@This() = @ptrCast(@alignCast(context.?));
             assert(port == ready.server.port());
             saker.cli.announceAll(ready.io, ready.server);
-            saker.cli.announce(ready.io, ready.host, ready.redirect.port(), .{ .note = "redirects to https" });
-            ready.thread = std.Thread.spawn(.{}, serveRedirect, .{ready.redirect}) catch |err| {
-                std.log.err("--redirect-http: cannot start its thread: {t}", .{err});
+            if (ready.redirect) |side| side.start(ready.io);
+            if (ready.metrics) |side| side.start(ready.io);
+        }
+    };
+    var ready: Ready = .{
+        .io = io,
+        .server = &server,
+        .redirect = if (redirect_side) |*side| side else null,
+        .metrics = if (metrics_side) |*side| side else null,
+    };
+    defer {
+        if (ready.redirect) |side| side.stop();
+        if (ready.metrics) |side| side.stop();
+    }
+    try server.runWith(.{ .ready = .{ .context = &ready, .call = Ready.call } });
+}
+
+/// The port of the server's first TLS listener (where `--redirect-http` sends clients).
+fn firstTlsPort(server: anytype) u16 {
+    for (server.endpoints) |endpoint| if (endpoint.listening.tls != null) return endpoint.port;
+    return server.port();
+}
+
+/// A server beside the main one (`--redirect-http`, `--metrics`), on a thread of its own.
+fn Side(comptime Handler: type) type {
+    return struct {
+        server: saker.Server(Handler),
+        /// The flag that asked for it, for messages.
+        what: []const u8,
+        /// Said after its listening line.
+        note: []const u8,
+        thread: ?std.Thread = null,
+
+        fn start(side: *@This(), io: std.Io) void {
+            saker.cli.announce(io, side.server.endpoints[0].host, side.server.port(), .{ .note = side.note });
+            side.thread = std.Thread.spawn(.{}, run, .{side}) catch |err| {
+                std.log.err("{s}: cannot start its thread: {t}", .{ side.what, err });
                 return;
             };
         }
 
-        fn serveRedirect(redirect_server_: *saker.Server(saker.HttpsRedirect)) void {
-            redirect_server_.serve() catch |err| std.log.err("--redirect-http: {t}", .{err});
+        fn run(side: *@This()) void {
+            side.server.serve() catch |err| std.log.err("{s}: {t}", .{ side.what, err });
+        }
+
+        fn stop(side: *@This()) void {
+            const thread = side.thread orelse return;
+            side.server.stop();
+            thread.join();
         }
     };
-    var ready: Ready = .{ .io = io, .host = config.host, .server = &server, .redirect = &redirect_server };
-    defer if (ready.thread) |thread| {
-        redirect_server.stop();
-        thread.join();
-    };
-    try server.runWith(.{ .ready = .{ .context = &ready, .call = Ready.call } });
 }
 
 fn openLog(io: std.Io, gpa: std.mem.Allocator, path: []const u8) linux.fd_t {

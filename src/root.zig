@@ -46,6 +46,10 @@ pub const HttpsRedirect = @import("app/HttpsRedirect.zig");
 /// HTTP Basic authentication against an htpasswd file of bcrypt hashes; `BasicAuth.Guard(H)`
 /// puts any handler behind it.
 pub const BasicAuth = @import("app/BasicAuth.zig");
+/// Server metrics in the Prometheus text format: `Server.writeMetrics`, and the handler that
+/// serves them.
+pub const Metrics = @import("Metrics.zig");
+pub const MetricsHandler = @import("app/MetricsHandler.zig");
 pub const percent = @import("percent.zig");
 /// The PROXY protocol header (v1, v2) and the networks it is taken from.
 pub const proxy_header = @import("proxy_header.zig");

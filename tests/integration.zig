@@ -14,6 +14,7 @@ const nowUs = @import("clock.zig").nowUs;
 test {
     _ = @import("static.zig");
     _ = @import("proxy.zig");
+    _ = @import("metrics.zig");
 }
 
 /// The engines the suite runs on.

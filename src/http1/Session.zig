@@ -378,7 +378,10 @@ fn processHead(c: *Session, x: *Exchange) bool {
             c.makeRoomForHead(x);
             return false;
         },
-        .complete => return c.startBody(x),
+        .complete => {
+            x.started_ms = c.worker().now_ms;
+            return c.startBody(x);
+        },
     }
 }
 
@@ -718,12 +721,16 @@ fn dispatch(c: *Session, x: *Exchange) void {
         pool.submit(c.connection()) catch {
             c.phase = .body;
             c.fail(.service_unavailable, "all handler threads are busy");
+            return;
         };
+        c.worker().metrics.handlerStarted();
         return;
     };
     // On an event loop without the pool, `bodyReader()` says it cannot wait for the body.
     if (pulled and c.connection().sink == null) x.request.body_source = .unavailable;
+    c.worker().metrics.handlerStarted();
     const result = c.worker().dispatch.handle(c.worker().dispatch.context, &x.request, &x.response);
+    c.worker().metrics.handlerEnded();
     c.handlerReturned(x, result);
 }
 
@@ -767,6 +774,7 @@ pub fn onPoolEvent(c: *Session) void {
     const x = c.exchange.?;
     if (!x.handoff.handler_done) return; // a chunk to send: next() returns it
     x.handoff.handler_done = false;
+    c.worker().metrics.handlerEnded();
     c.phase = .body;
     if (x.handoff.client_gone) {
         c.phase = .closed;
@@ -926,6 +934,7 @@ fn endPull(c: *Session, x: *Exchange, result: anyerror!void) bool {
 fn handlerFailed(c: *Session, x: *Exchange, err: anyerror) void {
     // Bad input the handler refused (`ClientError`) is the client's fault: its 4xx, not 500.
     const reply = client_error.answer(err);
+    if (reply == null) c.worker().metrics.handlerFailed();
     if (err == error.OutOfMemory and x.arena.request_limit_hit) {
         log.warn("handler failed on {s} {s}: its arena reached arena_request_bytes_max ({d} bytes)", .{
             x.request.method.name(), x.request.path, c.worker().config.arena_request_bytes_max,
@@ -964,6 +973,7 @@ fn connectionField(c: *const Session, x: *const Exchange, keep: bool) ResponseHe
 /// Writes the head of the handler's response and adds head and body to the batch.
 fn finishResponse(c: *Session, x: *Exchange) void {
     const res = &x.response;
+    c.worker().metrics.answered(x.request.method, res.status, c.worker().now_ms -| x.started_ms);
     if (res.websocket_upgrade) |options| return c.finishUpgrade(x, options);
     const keep = c.keepAlive(x);
     if (!keep) c.close_after_send = true;
@@ -1185,6 +1195,7 @@ fn finishRequest(c: *Session, x: *Exchange) void {
     x.head_start = next_start;
     if (x.body != .none) x.body = .none; // the tag alone: the payload is large
     x.parser.reset();
+    x.started_ms = 0;
     c.requests_served += 1;
     c.worker().requests_total += 1;
     c.phase = .head;
@@ -1194,6 +1205,10 @@ fn finishRequest(c: *Session, x: *Exchange) void {
 /// Answers with an error status and closes (see README.md, Limits).
 fn fail(c: *Session, status: http.Status, message: []const u8) void {
     const x = c.exchange.?;
+    const metrics = &c.worker().metrics;
+    const head_received = x.started_ms != 0;
+    metrics.answered(if (head_received) x.parser.head.method else null, status, if (head_received) c.worker().now_ms -| x.started_ms else null);
+    if (status != .internal_server_error) metrics.refusedFor(status);
     c.close_after_send = true;
     c.linger = true;
     x.body = .none;

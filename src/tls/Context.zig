@@ -30,6 +30,9 @@ tickets: Tickets = .{},
 buffers: Buffers,
 /// Sessions open now (for the log and tests).
 sessions_open: std.atomic.Value(u32) = .init(0),
+/// Handshakes that completed, and that failed or timed out (for metrics).
+handshakes_completed: std.atomic.Value(u64) = .init(0),
+handshakes_failed: std.atomic.Value(u64) = .init(0),
 
 /// ALPN protocols the server speaks, in its order of preference (RFC 7301 wire format).
 pub const alpn_protocols = "\x08http/1.1";

@@ -137,6 +137,7 @@ pub fn onTimeout(s: *Tls) void {
     assert(s.phase == .handshake);
     log.debug("TLS handshake timed out", .{});
     s.fail();
+    _ = s.context.handshakes_failed.fetchAdd(1, .monotonic);
 }
 
 /// What the socket must do for what the protocol wants: pending records first, then the
@@ -342,12 +343,14 @@ pub fn received(s: *Tls, n: usize) ?usize {
                     s.logFailure("handshake");
                     s.phase = .failed;
                     s.notified = true;
+                    _ = s.context.handshakes_failed.fetchAdd(1, .monotonic);
                 },
             }
             s.releaseIn();
             return null;
         }
         s.phase = .open;
+        _ = s.context.handshakes_completed.fetchAdd(1, .monotonic);
     }
     if (s.phase != .open) return null;
     return s.decrypt(s.target);
@@ -426,11 +429,13 @@ pub fn sent(s: *Tls, n: usize) ?usize {
         const rc = ssl.SSL_do_handshake(s.connection);
         if (rc == 1) {
             s.phase = .open;
+            _ = s.context.handshakes_completed.fetchAdd(1, .monotonic);
         } else switch (ssl.SSL_get_error(s.connection, rc)) {
             ssl.SSL_ERROR_WANT_READ, ssl.SSL_ERROR_WANT_WRITE => {},
             else => {
                 s.logFailure("handshake");
                 s.fail();
+                _ = s.context.handshakes_failed.fetchAdd(1, .monotonic);
             },
         }
     }
