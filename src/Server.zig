@@ -202,6 +202,9 @@ pub fn Server(comptime Handler: type) type {
         /// engine thread: endpoint `e` has `listeners[e * sockets_per_endpoint ..]`.
         listeners: []socket.Listener,
         sockets_per_endpoint: u32,
+        /// The sockets came from a service manager (`LISTEN_FDS`): one per endpoint, shared
+        /// by its engine threads.
+        inherited: bool = false,
         workers: []Worker,
         connections_per_worker: u32,
         /// Whether serving started (a server serves once).
@@ -234,6 +237,23 @@ pub fn Server(comptime Handler: type) type {
             listening: engine.Listening,
             /// The peers a PROXY header is taken from (`listening.proxy.trusted`).
             trusted: []proxy_header.Cidr = &.{},
+            /// Room for `host` when it is read back from an inherited socket.
+            host_storage: [64]u8 = undefined,
+
+            fn hostText(endpoint: *Endpoint, address: std.Io.net.IpAddress) []const u8 {
+                var w: std.Io.Writer = .fixed(&endpoint.host_storage);
+                switch (address) {
+                    .ip4 => |a| w.print("{d}.{d}.{d}.{d}", .{ a.bytes[0], a.bytes[1], a.bytes[2], a.bytes[3] }) catch unreachable,
+                    .ip6 => |a| {
+                        var with_port: [64]u8 = undefined;
+                        const text = std.fmt.bufPrint(&with_port, "{f}", .{std.Io.net.IpAddress{ .ip6 = a }}) catch unreachable;
+                        // "[addr]:port" without its brackets and port.
+                        const end = std.mem.findScalarLast(u8, text, ']') orelse text.len;
+                        w.writeAll(text[1..end]) catch unreachable;
+                    },
+                }
+                return w.buffered();
+            }
         };
 
         /// Why `init` failed.
@@ -279,13 +299,38 @@ pub fn Server(comptime Handler: type) type {
             errdefer control.deinit();
             const listeners = try gpa.alloc(socket.Listener, per_endpoint * endpoint_count);
             errdefer gpa.free(listeners);
-            var bound: usize = 0;
-            errdefer for (listeners[0..bound]) |l| l.close();
-            // SO_REUSEPORT would share an explicit port with another server already on it.
-            for (endpoints) |endpoint| {
-                if (endpoint.port != 0) try socket.checkPortFree(endpoint.host, endpoint.port);
+            // Sockets a service manager passed (systemd socket activation) replace the
+            // configured addresses, one per listener in order; each is shared by the
+            // listener's engine threads.
+            var inherited_buffer: [Config.listeners_max]linux.fd_t = undefined;
+            const inherited = socket.inheritedListeners(&inherited_buffer) catch |err| {
+                log.err("the sockets passed by the service manager (LISTEN_FDS) cannot be used: {t}", .{err});
+                return error.InvalidConfig;
+            };
+            if (inherited.len > 0) {
+                if (inherited.len != endpoint_count) {
+                    log.err("the service manager passed {d} sockets (LISTEN_FDS), but the configuration has {d} listeners", .{ inherited.len, endpoint_count });
+                    for (inherited) |fd| socket.close(fd);
+                    return error.InvalidConfig;
+                }
+                for (endpoints, inherited, 0..) |*endpoint, fd, e| {
+                    const address = socket.localAddress(fd);
+                    endpoint.port = if (address) |a| a.getPort() else 0;
+                    if (address) |a| endpoint.host = endpoint.hostText(a);
+                    @memset(listeners[e * per_endpoint ..][0..per_endpoint], .{ .fd = fd, .port = endpoint.port });
+                    log.info("serving on {s}:{d}, a socket the service manager passed", .{ endpoint.host, endpoint.port });
+                }
             }
+            var bound: usize = 0;
+            errdefer if (inherited.len > 0) {
+                for (inherited) |fd| socket.close(fd);
+            } else for (listeners[0..bound]) |l| l.close();
+            // SO_REUSEPORT would share an explicit port with another server already on it.
+            if (inherited.len == 0) for (endpoints) |endpoint| {
+                if (endpoint.port != 0) try socket.checkPortFree(endpoint.host, endpoint.port);
+            };
             for (endpoints, 0..) |*endpoint, e| {
+                if (inherited.len > 0) break;
                 for (listeners[e * per_endpoint ..][0..per_endpoint]) |*listener| {
                     listener.* = try socket.listen(.{
                         .host = endpoint.host,
@@ -302,6 +347,9 @@ pub fn Server(comptime Handler: type) type {
                     log.info("TLS on {s}:{d}: file bodies are read, encrypted and written by saker (no kTLS)", .{ endpoint.host, endpoint.port });
                 }
             }
+            for (endpoints) |endpoint| if (endpoint.listening.tls != null and inherited.len > 0) {
+                log.info("TLS on {s}:{d}: file bodies are read, encrypted and written by saker (no kTLS)", .{ endpoint.host, endpoint.port });
+            };
             // `connections_max` is counted server-wide (`engine.Control.admit`), and
             // SO_REUSEPORT may send any share of the connections to one listener: each
             // worker reserves room for all of them. The room is address space, touched only
@@ -318,6 +366,7 @@ pub fn Server(comptime Handler: type) type {
                 .endpoints = endpoints,
                 .listeners = listeners,
                 .sockets_per_endpoint = per_endpoint,
+                .inherited = inherited.len > 0,
                 .workers = &.{},
                 .connections_per_worker = per_worker,
                 .budget = .init(config.overflow_bytes_max),
@@ -326,7 +375,10 @@ pub fn Server(comptime Handler: type) type {
 
         /// Closes what `init` opened. Asserts `serve`/`run` returned (if it was called).
         pub fn deinit(server: *ServerOfHandler) void {
-            for (server.listeners) |l| l.close();
+            // Inherited sockets are shared by an endpoint's threads: each is closed once.
+            for (server.listeners, 0..) |l, i| {
+                if (!server.inherited or i % server.sockets_per_endpoint == 0) l.close();
+            }
             server.gpa.free(server.listeners);
             server.control.deinit();
             for (server.endpoints) |*endpoint| freeEndpoint(server.gpa, endpoint);
@@ -681,12 +733,18 @@ pub fn Server(comptime Handler: type) type {
             for (server.doors, server.listeners, 0..) |*door, listener, i| door.* = .{
                 .listener_fd = listener.fd,
                 // Other processes share the listeners: shutting one down would stop them too.
-                .shut = server.config.processes == 1,
+                // An inherited socket is the service manager's too, which may start another
+                // process on it.
+                .shut = server.config.processes == 1 and !server.inherited,
                 .nonblocking = switch (server.config.engine) {
                     .epoll, .io_uring => true,
                     .blocking, .thread_per_connection, .worker_pool => false,
                 },
-                .doorstep = server.doorsteps[i * per_door ..][0..per_door],
+                // An inherited socket's threads share it: its first door takes what waits.
+                .doorstep = if (server.inherited and i % server.sockets_per_endpoint != 0)
+                    server.doorsteps[0..0]
+                else
+                    server.doorsteps[i * per_door ..][0..per_door],
             };
             server.control.openDoors(server.doors);
         }

@@ -161,6 +161,20 @@ fn failure(connection: *ssl.SSL, rc: c_int, what: []const u8) Failure {
     };
 }
 
+/// A free loopback port: bound, read back, released (for a program that needs a port given,
+/// such as HAProxy or `systemd-socket-activate`). Another process could take it in between.
+pub fn freePort() !u16 {
+    const rc = linux.socket(linux.AF.INET, linux.SOCK.STREAM | linux.SOCK.CLOEXEC, 0);
+    if (linux.errno(rc) != .SUCCESS) return error.NoSocket;
+    const fd: linux.fd_t = @intCast(rc);
+    defer _ = linux.close(fd);
+    var address: linux.sockaddr.in = .{ .port = 0, .addr = std.mem.nativeToBig(u32, 0x7f000001) };
+    if (linux.errno(linux.bind(fd, @ptrCast(&address), @sizeOf(linux.sockaddr.in))) != .SUCCESS) return error.NoPort;
+    var len: linux.socklen_t = @sizeOf(linux.sockaddr.in);
+    if (linux.errno(linux.getsockname(fd, @ptrCast(&address), &len)) != .SUCCESS) return error.NoPort;
+    return std.mem.bigToNative(u16, address.port);
+}
+
 /// Connects to 127.0.0.1:`port` with a receive timeout of `timeout_ms`, in plaintext
 /// whatever the suite's transport.
 pub fn connectPlain(port: u16, timeout_ms: u32) Error!Client {

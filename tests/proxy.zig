@@ -130,26 +130,15 @@ test "PROXY protocol: no header, a malformed one, a late one and an untrusted pe
     }
 }
 
-/// A free loopback port: bound, read back, released (HAProxy needs a port in its file).
-fn freePort() !u16 {
-    const rc = linux.socket(linux.AF.INET, linux.SOCK.STREAM | linux.SOCK.CLOEXEC, 0);
-    if (linux.errno(rc) != .SUCCESS) return error.NoSocket;
-    const fd: linux.fd_t = @intCast(rc);
-    defer _ = linux.close(fd);
-    var address: linux.sockaddr.in = .{ .port = 0, .addr = std.mem.nativeToBig(u32, 0x7f000001) };
-    if (linux.errno(linux.bind(fd, @ptrCast(&address), @sizeOf(linux.sockaddr.in))) != .SUCCESS) return error.NoPort;
-    var len: linux.socklen_t = @sizeOf(linux.sockaddr.in);
-    if (linux.errno(linux.getsockname(fd, @ptrCast(&address), &len)) != .SUCCESS) return error.NoPort;
-    return std.mem.bigToNative(u16, address.port);
-}
-
 test "PROXY protocol behind a real HAProxy (send-proxy and send-proxy-v2): the handler sees the client's 127.0.0.7" {
     // HAProxy speaks plaintext to the backend here; over TLS the suite's servers would need
     // `ssl` on HAProxy's server lines, which the rest of this file covers with raw headers.
-    if (Client.overTls()) return;
     const running = try Running.start(.epoll, .{ .proxy_protocol = .{ .from = &.{"127.0.0.1"} } });
     defer running.stop();
-    const ports = [2]u16{ try freePort(), try freePort() };
+    // Asked once the server started: a server process of an earlier test may have left the
+    // client in plaintext (`Client.plaintextServer`), which `start` undoes.
+    if (Client.overTls()) return;
+    const ports = [2]u16{ try Client.freePort(), try Client.freePort() };
     var dir = testing.tmpDir(.{});
     defer dir.cleanup();
     var config_buffer: [2048]u8 = undefined;

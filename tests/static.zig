@@ -11,6 +11,8 @@ const usableNames = @import("engines.zig").usableNames;
 const build_options = @import("build_options");
 const Client = @import("Client.zig");
 const sleepMs = @import("clock.zig").sleepMs;
+const nowUs = @import("clock.zig").nowUs;
+const skipWithout = @import("engines.zig").skipWithout;
 
 const engines = [_]saker.engine.Kind{ .blocking, .thread_per_connection, .worker_pool, .epoll, .io_uring };
 
@@ -1218,4 +1220,82 @@ test "saker serve --basic-auth: 401 with a challenge without the right password,
     try testing.expectEqual(@as(usize, 6), std.mem.count(u8, log, "\" 401 "));
     try testing.expectEqual(@as(usize, 4), std.mem.count(u8, log, "\" 200 "));
     for ([_][]const u8{ "secret", "wrong", "YWxpY2U6", "Ym9i" }) |credential| try testing.expect(std.mem.find(u8, log, credential) == null);
+}
+
+test "saker serve under systemd-socket-activate: it serves on the socket passed, not a port of its own" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    const port = try Client.freePort();
+    var address_buffer: [32]u8 = undefined;
+    const address = try std.mem.print(&address_buffer, "127.0.0.1:{d}", .{port});
+    Client.plaintextServer();
+    var child = std.process.spawn(testing.io, .{
+        .argv = &.{ "systemd-socket-activate", "-l", address, build_options.saker_exe, "serve", fixture.root_path, "--port", "0", "--workers", "2", "--access-log", "off" },
+        .stdout = .pipe,
+        .stderr = .ignore,
+    }) catch |err| return skipWithout("systemd-socket-activate", err);
+    var stopped = false;
+    defer if (!stopped) child.kill(testing.io);
+    // The socket is listening before saker starts: the first connection starts it.
+    var response: Client.Response = undefined;
+    const deadline_us = nowUs() + 10_000_000;
+    while (true) {
+        response = Client.fetch(testing.allocator, port, "GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n") catch |err| {
+            if (nowUs() > deadline_us) return err;
+            sleepMs(20);
+            continue;
+        };
+        break;
+    }
+    defer response.deinit(testing.allocator);
+    try expectStatus(response, 200);
+    try testing.expectEqualStrings("Hello, static world!\n", response.body);
+    var buffer: [4096]u8 = undefined;
+    var reader = child.stdout.?.readerStreaming(testing.io, &buffer);
+    const line = std.mem.trimEnd(u8, try reader.interface.takeDelimiterInclusive('\n'), "\n");
+    var expected: [64]u8 = undefined;
+    try testing.expectEqualStrings(try std.mem.print(&expected, "listening on http://{s}", .{address}), line);
+    for (0..10) |_| {
+        const again = try Client.fetch(testing.allocator, port, "GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+        defer again.deinit(testing.allocator);
+        try expectStatus(again, 200);
+    }
+    stopped = true;
+    _ = linux.kill(child.id.?, linux.SIG.INT);
+    _ = try reader.interface.discardRemaining();
+    try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try child.wait(testing.io));
+}
+
+test "saker serve under systemd-socket-activate: fewer sockets than listeners stops the start, saying so" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    const port = try Client.freePort();
+    var address_buffer: [32]u8 = undefined;
+    const address = try std.mem.print(&address_buffer, "127.0.0.1:{d}", .{port});
+    Client.plaintextServer();
+    var child = std.process.spawn(testing.io, .{
+        .argv = &.{ "systemd-socket-activate", "-l", address, build_options.saker_exe, "serve", fixture.root_path, "--tls-port", "0", "--tls-self-signed", "--access-log", "off" },
+        .stdout = .ignore,
+        .stderr = .pipe,
+    }) catch |err| return skipWithout("systemd-socket-activate", err);
+    var stopped = false;
+    defer if (!stopped) child.kill(testing.io);
+    // The first connection starts saker, which refuses the one socket for two listeners.
+    const deadline_us = nowUs() + 10_000_000;
+    while (true) {
+        var client = Client.connectPlain(port, 10_000) catch {
+            if (nowUs() > deadline_us) return error.NotStarted;
+            sleepMs(20);
+            continue;
+        };
+        client.close();
+        break;
+    }
+    var buffer: [4096]u8 = undefined;
+    var reader = child.stderr.?.readerStreaming(testing.io, &buffer);
+    const text = try reader.interface.allocRemaining(testing.allocator, .limited(1 << 20));
+    defer testing.allocator.free(text);
+    stopped = true;
+    try testing.expectEqual(std.process.Child.Term{ .exited = 2 }, try child.wait(testing.io));
+    try testing.expect(std.mem.find(u8, text, "passed 1 sockets (LISTEN_FDS), but the configuration has 2 listeners") != null);
 }

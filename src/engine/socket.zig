@@ -223,6 +223,52 @@ fn peerAddress(storage: *const linux.sockaddr.in6, len: linux.socklen_t) ?std.Io
     return null;
 }
 
+/// Why the sockets passed by a service manager (`inheritedListeners`) cannot be used.
+pub const InheritError = error{
+    /// LISTEN_FDS is not a number, or passes more sockets than there is room for.
+    InvalidListenFds,
+    /// A passed descriptor is not a listening TCP socket.
+    NotAListener,
+};
+
+/// The first descriptor a service manager passes (`sd_listen_fds(3)`).
+pub const inherited_fd_start = 3;
+
+/// The listening sockets a service manager passed (systemd socket activation, and
+/// `systemd-socket-activate`): when `LISTEN_PID` is this process and `LISTEN_FDS` is N,
+/// descriptors 3 to 3+N-1, made close-on-exec and non-blocking. Empty when none were passed.
+/// The variables stay (the process's environment block is shared with the standard library,
+/// which must not see it change): a process started later has another pid, so LISTEN_PID
+/// does not name it.
+pub fn inheritedListeners(buffer: []fd_t) InheritError![]fd_t {
+    const pid_text = std.c.getenv("LISTEN_PID") orelse return buffer[0..0];
+    const pid = std.fmt.parseInt(i32, std.mem.span(pid_text), 10) catch return buffer[0..0];
+    if (pid != linux.getpid()) return buffer[0..0];
+    const count_text = std.c.getenv("LISTEN_FDS") orelse return buffer[0..0];
+    const count = std.fmt.parseInt(usize, std.mem.span(count_text), 10) catch return error.InvalidListenFds;
+    if (count > buffer.len) return error.InvalidListenFds;
+    for (buffer[0..count], 0..) |*fd, i| {
+        fd.* = @intCast(inherited_fd_start + i);
+        var listening: c_int = 0;
+        var len: linux.socklen_t = @sizeOf(c_int);
+        if (linux.errno(linux.getsockopt(fd.*, linux.SOL.SOCKET, linux.SO.ACCEPTCONN, std.mem.asBytes(&listening), &len)) != .SUCCESS or listening == 0)
+            return error.NotAListener;
+        _ = linux.fcntl(fd.*, linux.F.SETFD, linux.FD_CLOEXEC);
+        const flags = linux.fcntl(fd.*, linux.F.GETFL, 0);
+        if (linux.errno(flags) != .SUCCESS) return error.NotAListener;
+        _ = linux.fcntl(fd.*, linux.F.SETFL, flags | @as(usize, @as(u32, @bitCast(linux.O{ .NONBLOCK = true }))));
+    }
+    return buffer[0..count];
+}
+
+/// The address a socket is bound to (getsockname), or null when unknown.
+pub fn localAddress(fd: fd_t) ?std.Io.net.IpAddress {
+    var storage: linux.sockaddr.in6 = undefined;
+    var storage_len: linux.socklen_t = @sizeOf(linux.sockaddr.in6);
+    if (linux.errno(linux.getsockname(fd, @ptrCast(&storage), &storage_len)) != .SUCCESS) return null;
+    return peerAddress(&storage, storage_len);
+}
+
 /// Sets TCP_NODELAY: responses are whole when written, so Nagle's delay only adds latency.
 pub fn setNoDelay(fd: fd_t) void {
     const one: c_int = 1;
