@@ -8,6 +8,7 @@ const posix = std.posix;
 const TlsContext = @import("tls/Context.zig");
 const proxy_header = @import("proxy_header.zig");
 const Metrics = @import("Metrics.zig");
+const Upgrade = @import("Upgrade.zig");
 const sync = @import("sync.zig");
 const Config = @import("Config.zig");
 const Request = @import("Request.zig");
@@ -202,9 +203,14 @@ pub fn Server(comptime Handler: type) type {
         /// engine thread: endpoint `e` has `listeners[e * sockets_per_endpoint ..]`.
         listeners: []socket.Listener,
         sockets_per_endpoint: u32,
-        /// The sockets came from a service manager (`LISTEN_FDS`): one per endpoint, shared
-        /// by its engine threads.
-        inherited: bool = false,
+        /// Sockets that came from a service manager or an upgrading process (`LISTEN_FDS`),
+        /// in `gpa`'s memory: each endpoint's engine threads share its share of them.
+        inherited: []linux.fd_t = &.{},
+        /// The path of this program, read at start, for `upgrade` (a replaced binary keeps
+        /// its path; /proc/self/exe would name the old one).
+        exe_path: ?[:0]u8 = null,
+        /// A new process started by `upgrade`, until it says it serves.
+        upgrading: ?Upgrade.Child = null,
         workers: []Worker,
         connections_per_worker: u32,
         /// Whether serving started (a server serves once).
@@ -302,29 +308,35 @@ pub fn Server(comptime Handler: type) type {
             // Sockets a service manager passed (systemd socket activation) replace the
             // configured addresses, one per listener in order; each is shared by the
             // listener's engine threads.
-            var inherited_buffer: [Config.listeners_max]linux.fd_t = undefined;
-            const inherited = socket.inheritedListeners(&inherited_buffer) catch |err| {
+            const inherited = socket.inheritedListeners(gpa) catch |err| {
                 log.err("the sockets passed by the service manager (LISTEN_FDS) cannot be used: {t}", .{err});
                 return error.InvalidConfig;
             };
+            errdefer {
+                for (inherited) |fd| socket.close(fd);
+                gpa.free(inherited);
+            }
             if (inherited.len > 0) {
-                if (inherited.len != endpoint_count) {
+                // One socket per listener (a service manager), or several (an upgrading
+                // saker's per-thread sockets): the listener's threads take them in turn.
+                if (inherited.len % endpoint_count != 0) {
                     log.err("the service manager passed {d} sockets (LISTEN_FDS), but the configuration has {d} listeners", .{ inherited.len, endpoint_count });
-                    for (inherited) |fd| socket.close(fd);
                     return error.InvalidConfig;
                 }
-                for (endpoints, inherited, 0..) |*endpoint, fd, e| {
-                    const address = socket.localAddress(fd);
+                const share = inherited.len / endpoint_count;
+                for (endpoints, 0..) |*endpoint, e| {
+                    const mine = inherited[e * share ..][0..share];
+                    const address = socket.localAddress(mine[0]);
                     endpoint.port = if (address) |a| a.getPort() else 0;
                     if (address) |a| endpoint.host = endpoint.hostText(a);
-                    @memset(listeners[e * per_endpoint ..][0..per_endpoint], .{ .fd = fd, .port = endpoint.port });
-                    log.info("serving on {s}:{d}, a socket the service manager passed", .{ endpoint.host, endpoint.port });
+                    for (listeners[e * per_endpoint ..][0..per_endpoint], 0..) |*listener, i| {
+                        listener.* = .{ .fd = mine[i % share], .port = endpoint.port };
+                    }
+                    log.info("serving on {s}:{d}, on {d} socket(s) passed by the service manager or the process before", .{ endpoint.host, endpoint.port, share });
                 }
             }
             var bound: usize = 0;
-            errdefer if (inherited.len > 0) {
-                for (inherited) |fd| socket.close(fd);
-            } else for (listeners[0..bound]) |l| l.close();
+            errdefer if (inherited.len == 0) for (listeners[0..bound]) |l| l.close();
             // SO_REUSEPORT would share an explicit port with another server already on it.
             if (inherited.len == 0) for (endpoints) |endpoint| {
                 if (endpoint.port != 0) try socket.checkPortFree(endpoint.host, endpoint.port);
@@ -366,7 +378,7 @@ pub fn Server(comptime Handler: type) type {
                 .endpoints = endpoints,
                 .listeners = listeners,
                 .sockets_per_endpoint = per_endpoint,
-                .inherited = inherited.len > 0,
+                .inherited = inherited,
                 .workers = &.{},
                 .connections_per_worker = per_worker,
                 .budget = .init(config.overflow_bytes_max),
@@ -376,10 +388,12 @@ pub fn Server(comptime Handler: type) type {
         /// Closes what `init` opened. Asserts `serve`/`run` returned (if it was called).
         pub fn deinit(server: *ServerOfHandler) void {
             // Inherited sockets are shared by an endpoint's threads: each is closed once.
-            for (server.listeners, 0..) |l, i| {
-                if (!server.inherited or i % server.sockets_per_endpoint == 0) l.close();
-            }
+            if (server.inherited.len > 0) {
+                for (server.inherited) |fd| socket.close(fd);
+                server.gpa.free(server.inherited);
+            } else for (server.listeners) |l| l.close();
             server.gpa.free(server.listeners);
+            if (server.exe_path) |path| server.gpa.free(path);
             server.control.deinit();
             for (server.endpoints) |*endpoint| freeEndpoint(server.gpa, endpoint);
             server.gpa.free(server.endpoints);
@@ -539,6 +553,9 @@ pub fn Server(comptime Handler: type) type {
             /// Called once SIGINT/SIGTERM are caught (a signal can no longer kill the process
             /// by default) and the server is about to serve: the moment to announce the port.
             ready: ?Ready = null,
+            /// A file that gets this process's pid once it serves (rewritten by each new
+            /// process of an upgrade).
+            pid_file: ?[]const u8 = null,
 
             pub const Ready = struct {
                 context: ?*anyopaque,
@@ -552,6 +569,11 @@ pub fn Server(comptime Handler: type) type {
             posix.sigaddset(&mask, .INT);
             posix.sigaddset(&mask, .TERM);
             posix.sigaddset(&mask, .HUP);
+            // SIGUSR2 upgrades the binary (one process only: `Upgrade.zig`).
+            if (server.config.processes == 1) {
+                posix.sigaddset(&mask, .USR2);
+                server.exe_path = Upgrade.exePath(server.gpa);
+            }
             var old_mask: posix.sigset_t = undefined;
             // Blocked before the engine threads exist, so they inherit the mask and the
             // signals reach only the signalfd.
@@ -568,7 +590,7 @@ pub fn Server(comptime Handler: type) type {
                 }, childMain, server);
                 return;
             }
-            try server.runUntilSignal(signal_fd);
+            try server.runUntilSignal(signal_fd, options.pid_file);
         }
 
         fn childMain(context: *anyopaque) u8 {
@@ -585,18 +607,31 @@ pub fn Server(comptime Handler: type) type {
             posix.sigaddset(&mask, .TERM);
             posix.sigaddset(&mask, .HUP);
             const signal_fd = posix.signalfd(-1, &mask, linux.SFD.CLOEXEC) catch return 1;
-            server.runUntilSignal(signal_fd) catch |err| {
+            server.runUntilSignal(signal_fd, null) catch |err| {
                 log.err("worker process failed: {t}", .{err});
                 return 1;
             };
             return 0;
         }
 
-        fn runUntilSignal(server: *ServerOfHandler, signal_fd: linux.fd_t) !void {
+        fn runUntilSignal(server: *ServerOfHandler, signal_fd: linux.fd_t, pid_file: ?[]const u8) !void {
             const threads = try server.start();
             defer server.gpa.free(threads);
-            if (server.waitForStop(signal_fd)) {
-                log.info("signal received: finishing in-flight requests (up to {d} ms)", .{server.config.shutdown_timeout_ms});
+            // Serving: a process that upgraded to this one may stop now.
+            Upgrade.signalReady();
+            if (pid_file) |path| writePidFile(path);
+            switch (server.waitForStop(signal_fd)) {
+                .signal => log.info("signal received: finishing in-flight requests (up to {d} ms)", .{server.config.shutdown_timeout_ms}),
+                .stop => {},
+                .upgraded => {
+                    log.info("upgrade: the new process serves; finishing in-flight requests (up to {d} ms)", .{server.config.shutdown_timeout_ms});
+                    // The sockets are the new process's now: stop accepting, but never
+                    // shut them down under it. Idle keep-alive clients get a moment to send
+                    // their next request, answered with `Connection: close`, rather than
+                    // meet a close.
+                    for (server.doors) |*door| door.shut = false;
+                    server.control.idle_grace_ms = upgrade_idle_grace_ms;
+                },
             }
             server.control.stop();
             // Another thread watches for a second signal (and the deadline) while this one
@@ -612,13 +647,20 @@ pub fn Server(comptime Handler: type) type {
             if (server.control.hasFailed()) return error.EngineFailed;
         }
 
-        /// Waits for SIGINT/SIGTERM (true) or a `stop` (false); SIGHUP reloads meanwhile.
-        fn waitForStop(server: *ServerOfHandler, signal_fd: linux.fd_t) bool {
+        /// How long the drain after an upgrade leaves idle keep-alive connections open.
+        const upgrade_idle_grace_ms = 1000;
+
+        /// Why serving ends: SIGINT/SIGTERM, a `stop`, or an upgrade whose new process serves.
+        const StopReason = enum { signal, stop, upgraded };
+
+        /// Waits for a reason to stop; SIGHUP reloads and SIGUSR2 upgrades meanwhile.
+        fn waitForStop(server: *ServerOfHandler, signal_fd: linux.fd_t) StopReason {
             const wake_fd = server.control.wake_fd;
             while (true) {
                 var fds = [_]posix.pollfd{
                     .{ .fd = signal_fd, .events = posix.POLL.IN, .revents = 0 },
                     .{ .fd = wake_fd, .events = posix.POLL.IN, .revents = 0 },
+                    .{ .fd = if (server.upgrading) |child| child.ready_fd else -1, .events = posix.POLL.IN, .revents = 0 },
                 };
                 _ = posix.poll(&fds, -1) catch |err| {
                     log.warn("poll: {t}; retrying", .{err});
@@ -626,12 +668,53 @@ pub fn Server(comptime Handler: type) type {
                     continue;
                 };
                 if (fds[0].revents != 0) {
-                    if (readSignal(signal_fd) != linux.SIG.HUP) return true;
-                    server.reload() catch {}; // logged; the certificates in use stay
+                    switch (readSignal(signal_fd)) {
+                        .HUP => server.reload() catch {}, // logged; the certificates in use stay
+                        .USR2 => server.upgrade(),
+                        else => return .signal,
+                    }
                     continue;
                 }
-                if (fds[1].revents != 0) return false;
+                if (fds[1].revents != 0) return .stop;
+                if (fds[2].revents != 0) {
+                    const child = server.upgrading.?;
+                    switch (Upgrade.outcome(child)) {
+                        .pending => continue,
+                        .serving => {
+                            log.info("upgrade: process {d} serves on the sockets", .{child.pid});
+                            _ = linux.close(child.ready_fd);
+                            server.upgrading = null;
+                            return .upgraded;
+                        },
+                        .failed => {
+                            log.err("upgrade: the new process (pid {d}) ended before serving; this one goes on", .{child.pid});
+                            _ = linux.close(child.ready_fd);
+                            var status: i32 = 0;
+                            _ = linux.waitpid(child.pid, &status, 0);
+                            server.upgrading = null;
+                        },
+                    }
+                }
             }
+        }
+
+        /// What SIGUSR2 does: starts the program at this one's path, with the same arguments,
+        /// on this process's listening sockets (`Upgrade.zig`). This process serves on until
+        /// the new one says it serves too; a failure is logged and changes nothing.
+        fn upgrade(server: *ServerOfHandler) void {
+            if (server.upgrading != null) return log.warn("upgrade: one is already under way", .{});
+            const path = server.exe_path orelse return log.err("upgrade: this program's path is unknown", .{});
+            var fds: std.ArrayList(linux.fd_t) = .empty;
+            defer fds.deinit(server.gpa);
+            for (server.listeners, 0..) |listener, i| {
+                if (sharedEarlier(server.listeners, i)) continue;
+                fds.append(server.gpa, listener.fd) catch return log.err("upgrade: out of memory", .{});
+            }
+            log.info("upgrade: starting {s} on {d} listening sockets", .{ path, fds.items.len });
+            server.upgrading = Upgrade.start(server.gpa, path, fds.items) catch |err| {
+                log.err("upgrade: cannot start {s}: {t}", .{ path, err });
+                return;
+            };
         }
 
         /// What SIGHUP does: the TLS certificates of every listener are loaded again from
@@ -735,18 +818,25 @@ pub fn Server(comptime Handler: type) type {
                 // Other processes share the listeners: shutting one down would stop them too.
                 // An inherited socket is the service manager's too, which may start another
                 // process on it.
-                .shut = server.config.processes == 1 and !server.inherited,
+                .shut = server.config.processes == 1 and server.inherited.len == 0,
                 .nonblocking = switch (server.config.engine) {
                     .epoll, .io_uring => true,
                     .blocking, .thread_per_connection, .worker_pool => false,
                 },
-                // An inherited socket's threads share it: its first door takes what waits.
-                .doorstep = if (server.inherited and i % server.sockets_per_endpoint != 0)
+                // Threads that share a socket (inherited ones) share its door: the first door
+                // of the socket takes what waits.
+                .doorstep = if (sharedEarlier(server.listeners, i))
                     server.doorsteps[0..0]
                 else
                     server.doorsteps[i * per_door ..][0..per_door],
             };
             server.control.openDoors(server.doors);
+        }
+
+        /// Whether listener `i`'s socket is that of an earlier listener too.
+        fn sharedEarlier(listeners: []const socket.Listener, i: usize) bool {
+            for (listeners[0..i]) |earlier| if (earlier.fd == listeners[i].fd) return true;
+            return false;
         }
 
         /// Takes the doors back once the engines returned, closing connections no engine took.
@@ -876,13 +966,34 @@ const ShutdownWatch = struct {
             };
             if (fds[1].revents != 0) return;
             if (fds[0].revents != 0) {
-                if (readSignal(watch.signal_fd) == linux.SIG.HUP) continue; // not a stop
+                switch (readSignal(watch.signal_fd)) {
+                    .HUP, .USR2 => continue, // not a stop
+                    else => {},
+                }
                 log.warn("second signal: exiting now", .{});
                 std.process.exit(1);
             }
         }
     }
 };
+
+/// Writes this process's pid to `path`, through a temporary file renamed over it, so a reader
+/// never sees a partial pid. A failure is logged.
+fn writePidFile(path: []const u8) void {
+    var text_buffer: [16]u8 = undefined;
+    const text = std.fmt.bufPrint(&text_buffer, "{d}\n", .{linux.getpid()}) catch unreachable;
+    var paths: [2][std.fs.max_path_bytes]u8 = undefined;
+    const final = std.fmt.bufPrintSentinel(&paths[0], "{s}", .{path}, 0) catch return log.err("--pid-file: the path is too long", .{});
+    const temporary = std.fmt.bufPrintSentinel(&paths[1], "{s}.{d}.tmp", .{ path, linux.getpid() }, 0) catch return log.err("--pid-file: the path is too long", .{});
+    const rc = linux.openat(linux.AT.FDCWD, temporary, .{ .ACCMODE = .WRONLY, .CREAT = true, .TRUNC = true, .CLOEXEC = true }, 0o644);
+    if (linux.errno(rc) != .SUCCESS) return log.err("pid file {s}: cannot write it ({t})", .{ path, linux.errno(rc) });
+    const fd: linux.fd_t = @intCast(rc);
+    const written = linux.write(fd, text.ptr, text.len);
+    _ = linux.close(fd);
+    if (linux.errno(written) != .SUCCESS or written != text.len) return log.err("pid file {s}: cannot write it", .{path});
+    if (linux.errno(linux.renameat(linux.AT.FDCWD, temporary, linux.AT.FDCWD, final)) != .SUCCESS)
+        return log.err("pid file {s}: cannot rename it into place", .{path});
+}
 
 /// Takes one signal from `signal_fd` and says which it was.
 fn readSignal(signal_fd: linux.fd_t) linux.SIG {

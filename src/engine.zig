@@ -125,6 +125,11 @@ pub const Control = struct {
     connections: std.atomic.Value(u32) = .init(0),
     /// `Config.connections_max`.
     connections_max: u32,
+    /// How long a drain leaves idle keep-alive connections open, so a request they send
+    /// meanwhile is answered (with `Connection: close`) rather than cut off: set by the
+    /// stopping thread before `stop` (an upgrade sets it; a plain stop closes them at once).
+    /// Read by engines once they see the stop. The epoll and io_uring engines apply it.
+    idle_grace_ms: u32 = 0,
     /// Connections refused at `connections_max`, and accepts that failed (for metrics).
     connections_refused: std.atomic.Value(u64) = .init(0),
     accept_errors: std.atomic.Value(u64) = .init(0),

@@ -45,6 +45,8 @@ const usage =
     \\                         --proxy-protocol
     \\  --redirect-http PORT   with HTTPS: also listen on PORT in plaintext and answer every
     \\                         request with 308 to its https:// URL
+    \\  --pid-file FILE        write the pid to FILE once serving (SIGUSR2 upgrades the
+    \\                         binary in place: the new process rewrites it)
     \\  --metrics [HOST:]PORT  serve Prometheus metrics at GET /metrics on a listener of its
     \\                         own (HOST defaults to --host)
     \\  --basic-auth FILE      require a user name and password from FILE, an htpasswd file of
@@ -67,6 +69,8 @@ const ServeArgs = struct {
     basic_auth: ?[]const u8 = null,
     /// `--metrics [HOST:]PORT`: where a second listener serves `GET /metrics`.
     metrics: ?MetricsAddress = null,
+    /// `--pid-file FILE`: where the pid goes once the server serves.
+    pid_file: ?[]const u8 = null,
 };
 
 const MetricsAddress = struct { host: []const u8, port: u16 };
@@ -166,6 +170,8 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
             const text = value(io, args, &index, flag);
             parsed.redirect_port = std.fmt.parseInt(u16, text, 10) catch
                 fatal(io, "--redirect-http '{s}': not a port number (1-65535)", .{text});
+        } else if (std.mem.eql(u8, flag.name, "--pid-file")) {
+            parsed.pid_file = value(io, args, &index, flag);
         } else if (std.mem.eql(u8, flag.name, "--metrics")) {
             metrics_text = value(io, args, &index, flag);
         } else if (std.mem.eql(u8, flag.name, "--basic-auth")) {
@@ -315,7 +321,7 @@ fn serveWith(comptime Handler: type, handler: *Handler, io: std.Io, gpa: std.mem
         if (ready.redirect) |side| side.stop();
         if (ready.metrics) |side| side.stop();
     }
-    try server.runWith(.{ .ready = .{ .context = &ready, .call = Ready.call } });
+    try server.runWith(.{ .ready = .{ .context = &ready, .call = Ready.call }, .pid_file = args.pid_file });
 }
 
 /// The port of the server's first TLS listener (where `--redirect-http` sends clients).

@@ -1299,3 +1299,89 @@ test "saker serve under systemd-socket-activate: fewer sockets than listeners st
     try testing.expectEqual(std.process.Child.Term{ .exited = 2 }, try child.wait(testing.io));
     try testing.expect(std.mem.find(u8, text, "passed 1 sockets (LISTEN_FDS), but the configuration has 2 listeners") != null);
 }
+
+fn readPid(path: []const u8) !linux.pid_t {
+    var buffer: [32]u8 = undefined;
+    const text = try std.Io.Dir.cwd().readFile(testing.io, path, &buffer);
+    return std.fmt.parseInt(linux.pid_t, std.mem.trimEnd(u8, text, "\n"), 10);
+}
+
+/// Waits until `path` names another pid than `old` (the new process wrote it).
+fn awaitNewPid(path: []const u8, old: linux.pid_t) !linux.pid_t {
+    const deadline_us = nowUs() + 10_000_000;
+    while (nowUs() < deadline_us) : (sleepMs(20)) {
+        const pid = readPid(path) catch continue;
+        if (pid != old) return pid;
+    }
+    return error.NoUpgrade;
+}
+
+/// Whether process `pid` is gone (or a zombie).
+fn processGone(pid: linux.pid_t) bool {
+    var path_buffer: [64]u8 = undefined;
+    const path = std.fmt.bufPrint(&path_buffer, "/proc/{d}/stat", .{pid}) catch return true;
+    var buffer: [512]u8 = undefined;
+    const text = std.Io.Dir.cwd().readFile(testing.io, path, &buffer) catch return true;
+    const close_paren = std.mem.findScalarLast(u8, text, ')') orelse return true;
+    return text.len > close_paren + 2 and text[close_paren + 2] == 'Z';
+}
+
+test "saker serve: SIGUSR2 upgrades in place; a kept-alive request during the drain gets Connection: close; wrk sees no error" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    const pid_path = try std.fmt.allocPrint(testing.allocator, "{s}/../saker.pid", .{fixture.root_path});
+    defer testing.allocator.free(pid_path);
+    var server: CliServer = undefined;
+    try server.start(&.{ fixture.root_path, "--port", "0", "--workers", "2", "--pid-file", pid_path, "--access-log", "off" });
+    var reaped = false;
+    defer if (!reaped) server.child.kill(testing.io);
+    // Written once the engines run, just after the listening line.
+    const old = try awaitNewPid(pid_path, 0);
+    try testing.expectEqual(server.child.id.?, old);
+    // The process serving now, stopped at the end (each upgrade hands over to the next).
+    var current = old;
+    defer _ = linux.kill(current, linux.SIG.INT);
+    // A keep-alive connection to the old process, idle when the upgrade starts.
+    var kept = try Client.connectPlain(server.port, 10_000);
+    defer kept.close();
+    try kept.send("GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    const before = try kept.readResponse(testing.allocator, .{});
+    before.deinit(testing.allocator);
+    _ = linux.kill(old, linux.SIG.USR2);
+    const new = try awaitNewPid(pid_path, old);
+    current = new;
+    // The old process drains: its kept connection's next request is answered, and closed.
+    try kept.send("GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    const during = try kept.readResponse(testing.allocator, .{});
+    defer during.deinit(testing.allocator);
+    try expectStatus(during, 200);
+    try testing.expectEqualStrings("close", during.header("Connection").?);
+    // The old process exits by itself once drained (its stdout is the new one's too: wait
+    // for the process, not for the end of the pipe).
+    reaped = true;
+    try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try server.child.wait(testing.io));
+    // The new process serves on the same port; under load, a second upgrade loses nothing.
+    const fresh = try Client.fetch(testing.allocator, server.port, "GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    defer fresh.deinit(testing.allocator);
+    try expectStatus(fresh, 200);
+    var url_buffer: [64]u8 = undefined;
+    const url = try std.mem.print(&url_buffer, "http://127.0.0.1:{d}/hello.txt", .{server.port});
+    var wrk = std.process.spawn(testing.io, .{ .argv = &.{ "wrk", "-t2", "-c20", "-d4s", url }, .stdout = .pipe, .stderr = .ignore }) catch |err|
+        return skipWithout("wrk", err);
+    sleepMs(1000);
+    _ = linux.kill(new, linux.SIG.USR2);
+    const newer = try awaitNewPid(pid_path, new);
+    current = newer; // `new` drains and exits by itself
+    var buffer: [4096]u8 = undefined;
+    var reader = wrk.stdout.?.readerStreaming(testing.io, &buffer);
+    const report = try reader.interface.allocRemaining(testing.allocator, .limited(1 << 20));
+    defer testing.allocator.free(report);
+    _ = try wrk.wait(testing.io);
+    errdefer std.debug.print("wrk:\n{s}\n", .{report});
+    try testing.expect(std.mem.find(u8, report, "requests in") != null);
+    try testing.expect(std.mem.find(u8, report, "Socket errors") == null);
+    try testing.expect(std.mem.find(u8, report, "Non-2xx") == null);
+    // The process before it finished and left.
+    const deadline_us = nowUs() + 15_000_000;
+    while (!processGone(new)) : (sleepMs(20)) if (nowUs() > deadline_us) return error.OldProcessStayed;
+}

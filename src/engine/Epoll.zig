@@ -326,11 +326,11 @@ fn sweep(loop: *Epoll) void {
 
 fn sweepSlot(loop: *Epoll, slot: *Slot) void {
     const io: SlotIo = .{ .loop = loop, .slot = slot };
-    if (driver.sweep(io, &slot.connection, loop.worker.now_ms, loop.sweeper.draining) == .close) loop.closeSlot(slot);
+    if (driver.sweep(io, &slot.connection, loop.worker.now_ms, loop.sweeper.closingIdle(loop.worker.now_ms)) == .close) loop.closeSlot(slot);
 }
 
 fn beginDrain(loop: *Epoll) void {
-    if (!loop.sweeper.beginDrain(loop.worker.now_ms, loop.control.shutdown_timeout_ms)) return;
+    if (!loop.sweeper.beginDrain(loop.worker.now_ms, loop.control.shutdown_timeout_ms, loop.control.idle_grace_ms)) return;
     @atomicStore(bool, &loop.worker.draining, true, .monotonic); // read by handler threads
     // Level-triggered and never reset: stop watching it so epoll_wait does not spin.
     _ = linux.epoll_ctl(loop.epoll_fd, linux.EPOLL.CTL_DEL, loop.control.wake_fd, null);

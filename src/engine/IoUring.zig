@@ -629,11 +629,11 @@ fn sweep(loop: *IoUring) void {
 
 fn sweepSlot(loop: *IoUring, slot: *Slot) void {
     const io: SlotIo = .{ .loop = loop, .slot = slot };
-    if (driver.sweep(io, &slot.connection, loop.worker.now_ms, loop.sweeper.draining) == .close) loop.close(slot);
+    if (driver.sweep(io, &slot.connection, loop.worker.now_ms, loop.sweeper.closingIdle(loop.worker.now_ms)) == .close) loop.close(slot);
 }
 
 fn beginDrain(loop: *IoUring) void {
-    if (!loop.sweeper.beginDrain(loop.worker.now_ms, loop.control.shutdown_timeout_ms)) return;
+    if (!loop.sweeper.beginDrain(loop.worker.now_ms, loop.control.shutdown_timeout_ms, loop.control.idle_grace_ms)) return;
     @atomicStore(bool, &loop.worker.draining, true, .monotonic); // read by handler threads
     if (loop.listener) |l| {
         loop.listener = null;

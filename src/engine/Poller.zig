@@ -380,7 +380,7 @@ fn sweep(poller: *Poller) void {
 /// stop watching the listener (the server closes it) and let the pool close idle
 /// connections; in-flight requests finish.
 fn beginDrain(poller: *Poller) void {
-    if (!poller.sweeper.beginDrain(poller.now_ms, poller.pool.shared.config.shutdown_timeout_ms)) return;
+    if (!poller.sweeper.beginDrain(poller.now_ms, poller.pool.shared.config.shutdown_timeout_ms, 0)) return;
     poller.pool.beginDrain(poller.now_ms);
     const control = poller.pool.shared.control;
     // Level-triggered and never reset: stop watching it so epoll_wait does not spin.

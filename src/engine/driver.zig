@@ -202,6 +202,8 @@ pub const Sweeper = struct {
     next_ms: u64 = 0,
     draining: bool = false,
     drain_deadline_ms: u64 = 0,
+    /// While draining, idle connections are closed from then on (`closingIdle`).
+    idle_close_ms: u64 = 0,
 
     /// Sweeps a few times per shortest timeout, so the hot path arms no timers.
     pub fn init(config: *const Config, now_ms: u64) Sweeper {
@@ -226,12 +228,20 @@ pub const Sweeper = struct {
     /// The server stopped (seen at `now_ms`): the drain begins (once). Returns whether it
     /// began now; the engine then stops accepting and sweeps at once. Sweeps come often while
     /// draining, so an idle connection closes promptly.
-    pub fn beginDrain(s: *Sweeper, now_ms: u64, shutdown_timeout_ms: u32) bool {
+    pub fn beginDrain(s: *Sweeper, now_ms: u64, shutdown_timeout_ms: u32, idle_grace_ms: u32) bool {
         if (s.draining) return false;
         s.draining = true;
         s.drain_deadline_ms = now_ms + shutdown_timeout_ms;
+        s.idle_close_ms = now_ms + @min(idle_grace_ms, shutdown_timeout_ms);
         s.interval_ms = @min(s.interval_ms, 10);
         return true;
+    }
+
+    /// Whether the drain closes idle connections at `now_ms`: from its start, or once the
+    /// grace given to idle keep-alive connections passed (an upgrade's: a request they send
+    /// meanwhile is answered, with `Connection: close`, instead of meeting a closed socket).
+    pub fn closingIdle(s: *const Sweeper, now_ms: u64) bool {
+        return s.draining and now_ms >= s.idle_close_ms;
     }
 
     pub const State = enum { serving, draining, drained, timed_out };
@@ -268,8 +278,8 @@ test "Sweeper: sweeps on its interval, then often while draining, and ends the d
     try std.testing.expectEqual(@as(u64, 249), s.waitMs(251));
     try std.testing.expectEqual(Sweeper.State.serving, s.state(0, 251));
     try std.testing.expect(!s.finished(0, 251));
-    try std.testing.expect(s.beginDrain(300, 2000));
-    try std.testing.expect(!s.beginDrain(300, 2000));
+    try std.testing.expect(s.beginDrain(300, 2000, 0));
+    try std.testing.expect(!s.beginDrain(300, 2000, 0));
     try std.testing.expect(s.draining);
     try std.testing.expectEqual(@as(u64, 10), s.interval_ms);
     try std.testing.expectEqual(Sweeper.State.draining, s.state(3, 2299));

@@ -235,19 +235,23 @@ pub const InheritError = error{
 pub const inherited_fd_start = 3;
 
 /// The listening sockets a service manager passed (systemd socket activation, and
-/// `systemd-socket-activate`): when `LISTEN_PID` is this process and `LISTEN_FDS` is N,
-/// descriptors 3 to 3+N-1, made close-on-exec and non-blocking. Empty when none were passed.
+/// `systemd-socket-activate`, and a saker process upgrading to this one): when `LISTEN_PID`
+/// is this process and `LISTEN_FDS` is N, descriptors 3 to 3+N-1, made close-on-exec and
+/// non-blocking, in a slice of `gpa`'s (empty, and not allocated, when none were passed).
 /// The variables stay (the process's environment block is shared with the standard library,
 /// which must not see it change): a process started later has another pid, so LISTEN_PID
 /// does not name it.
-pub fn inheritedListeners(buffer: []fd_t) InheritError![]fd_t {
-    const pid_text = std.c.getenv("LISTEN_PID") orelse return buffer[0..0];
-    const pid = std.fmt.parseInt(i32, std.mem.span(pid_text), 10) catch return buffer[0..0];
-    if (pid != linux.getpid()) return buffer[0..0];
-    const count_text = std.c.getenv("LISTEN_FDS") orelse return buffer[0..0];
+pub fn inheritedListeners(gpa: std.mem.Allocator) (InheritError || error{OutOfMemory})![]fd_t {
+    const pid_text = std.c.getenv("LISTEN_PID") orelse return &.{};
+    const pid = std.fmt.parseInt(i32, std.mem.span(pid_text), 10) catch return &.{};
+    if (pid != linux.getpid()) return &.{};
+    const count_text = std.c.getenv("LISTEN_FDS") orelse return &.{};
     const count = std.fmt.parseInt(usize, std.mem.span(count_text), 10) catch return error.InvalidListenFds;
-    if (count > buffer.len) return error.InvalidListenFds;
-    for (buffer[0..count], 0..) |*fd, i| {
+    if (count == 0) return &.{};
+    if (count > inherited_max) return error.InvalidListenFds;
+    const buffer = try gpa.alloc(fd_t, count);
+    errdefer gpa.free(buffer);
+    for (buffer, 0..) |*fd, i| {
         fd.* = @intCast(inherited_fd_start + i);
         var listening: c_int = 0;
         var len: linux.socklen_t = @sizeOf(c_int);
@@ -258,8 +262,11 @@ pub fn inheritedListeners(buffer: []fd_t) InheritError![]fd_t {
         if (linux.errno(flags) != .SUCCESS) return error.NotAListener;
         _ = linux.fcntl(fd.*, linux.F.SETFL, flags | @as(usize, @as(u32, @bitCast(linux.O{ .NONBLOCK = true }))));
     }
-    return buffer[0..count];
+    return buffer;
 }
+
+/// Most sockets taken from a service manager or an upgrading process.
+pub const inherited_max = 4096;
 
 /// The address a socket is bound to (getsockname), or null when unknown.
 pub fn localAddress(fd: fd_t) ?std.Io.net.IpAddress {
