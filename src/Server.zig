@@ -211,6 +211,8 @@ pub fn Server(comptime Handler: type) type {
         exe_path: ?[:0]u8 = null,
         /// A new process started by `upgrade`, until it says it serves.
         upgrading: ?Upgrade.Child = null,
+        /// `RunOptions.on_reload`, for SIGHUP.
+        on_reload: ?RunOptions.Hook = null,
         workers: []Worker,
         connections_per_worker: u32,
         /// Whether serving started (a server serves once).
@@ -556,6 +558,15 @@ pub fn Server(comptime Handler: type) type {
             /// A file that gets this process's pid once it serves (rewritten by each new
             /// process of an upgrade).
             pid_file: ?[]const u8 = null,
+            /// Called on SIGHUP, after the certificates are reloaded, on the thread that
+            /// waits for signals (in each process, with `processes > 1`): the moment to reopen
+            /// log files that logrotate moved.
+            on_reload: ?Hook = null,
+
+            pub const Hook = struct {
+                context: ?*anyopaque,
+                call: *const fn (context: ?*anyopaque) void,
+            };
 
             pub const Ready = struct {
                 context: ?*anyopaque,
@@ -581,6 +592,7 @@ pub fn Server(comptime Handler: type) type {
             defer posix.sigprocmask(linux.SIG.SETMASK, &old_mask, null);
             const signal_fd = try posix.signalfd(-1, &mask, linux.SFD.CLOEXEC);
             defer _ = linux.close(signal_fd);
+            server.on_reload = options.on_reload;
             if (options.ready) |ready| ready.call(ready.context, server.port());
             if (server.config.processes > 1) {
                 try Prefork.run(server.gpa, server.config.processes, .{
@@ -669,7 +681,10 @@ pub fn Server(comptime Handler: type) type {
                 };
                 if (fds[0].revents != 0) {
                     switch (readSignal(signal_fd)) {
-                        .HUP => server.reload() catch {}, // logged; the certificates in use stay
+                        .HUP => {
+                            server.reload() catch {}; // logged; the certificates in use stay
+                            if (server.on_reload) |hook| hook.call(hook.context);
+                        },
                         .USR2 => server.upgrade(),
                         else => return .signal,
                     }

@@ -321,8 +321,42 @@ fn serveWith(comptime Handler: type, handler: *Handler, io: std.Io, gpa: std.mem
         if (ready.redirect) |side| side.stop();
         if (ready.metrics) |side| side.stop();
     }
-    try server.runWith(.{ .ready = .{ .context = &ready, .call = Ready.call }, .pid_file = args.pid_file });
+    var reopen: LogReopen = .{ .path = args.access_log, .fd = args.static.access_log_fd orelse -1 };
+    const log_file = args.static.access_log_fd != null and args.static.access_log_fd.? != linux.STDOUT_FILENO;
+    try server.runWith(.{
+        .ready = .{ .context = &ready, .call = Ready.call },
+        .pid_file = args.pid_file,
+        .on_reload = if (log_file) .{ .context = &reopen, .call = LogReopen.call } else null,
+    });
 }
+
+/// SIGHUP reopens the access log file, for logrotate: lines then go to a file made anew at
+/// its path (the one moved away gets what was written before). The descriptor number stays
+/// (the new file is put in its place with dup3), so workers writing at that moment finish
+/// on the old file and the next write goes to the new one.
+const LogReopen = struct {
+    path: []const u8,
+    fd: linux.fd_t,
+
+    fn call(context: ?*anyopaque) void {
+        const reopen: *LogReopen = @ptrCast(@alignCast(context.?));
+        var buffer: [std.fs.max_path_bytes]u8 = undefined;
+        const path = std.fmt.bufPrintSentinel(&buffer, "{s}", .{reopen.path}, 0) catch return;
+        const flags: linux.O = .{ .ACCMODE = .WRONLY, .CREAT = true, .APPEND = true, .CLOEXEC = true };
+        const rc = linux.openat(linux.AT.FDCWD, path, flags, 0o644);
+        if (linux.errno(rc) != .SUCCESS) {
+            std.log.err("--access-log '{s}': cannot reopen it ({t}); lines go on to the file in use", .{ reopen.path, linux.errno(rc) });
+            return;
+        }
+        const fresh: linux.fd_t = @intCast(rc);
+        defer _ = linux.close(fresh);
+        if (linux.errno(linux.dup3(fresh, reopen.fd, @as(u32, @bitCast(linux.O{ .CLOEXEC = true })))) != .SUCCESS) {
+            std.log.err("--access-log '{s}': cannot reopen it; lines go on to the file in use", .{reopen.path});
+            return;
+        }
+        std.log.info("access log reopened: {s}", .{reopen.path});
+    }
+};
 
 /// The port of the server's first TLS listener (where `--redirect-http` sends clients).
 fn firstTlsPort(server: anytype) u16 {

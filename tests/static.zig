@@ -1385,3 +1385,56 @@ test "saker serve: SIGUSR2 upgrades in place; a kept-alive request during the dr
     const deadline_us = nowUs() + 15_000_000;
     while (!processGone(new)) : (sleepMs(20)) if (nowUs() > deadline_us) return error.OldProcessStayed;
 }
+
+/// Waits until the file at `path` holds `text` (access log lines reach the file within about a
+/// second); returns its contents (owned).
+fn awaitInFile(path: []const u8, text: []const u8) ![]u8 {
+    const deadline_us = nowUs() + 10_000_000;
+    while (true) : (sleepMs(50)) {
+        const bytes = std.Io.Dir.cwd().readFileAlloc(testing.io, path, testing.allocator, .limited(1 << 20)) catch |err| {
+            if (nowUs() > deadline_us) return err;
+            continue;
+        };
+        if (std.mem.find(u8, bytes, text) != null) return bytes;
+        testing.allocator.free(bytes);
+        if (nowUs() > deadline_us) return error.NotLogged;
+    }
+}
+
+test "saker serve: SIGHUP reopens the access log file, as logrotate needs" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    const log_path = try std.fmt.allocPrint(testing.allocator, "{s}/../rotated.log", .{fixture.root_path});
+    defer testing.allocator.free(log_path);
+    const moved_path = try std.fmt.allocPrint(testing.allocator, "{s}.1", .{log_path});
+    defer testing.allocator.free(moved_path);
+    var server: CliServer = undefined;
+    try server.start(&.{ fixture.root_path, "--port", "0", "--access-log", log_path });
+    var stopped = false;
+    defer if (!stopped) server.child.kill(testing.io);
+    {
+        const response = try Client.fetch(testing.allocator, server.port, "GET /hello.txt?before HTTP/1.1\r\nHost: t\r\n\r\n");
+        defer response.deinit(testing.allocator);
+        try expectStatus(response, 200);
+        testing.allocator.free(try awaitInFile(log_path, "?before"));
+    }
+    try std.Io.Dir.rename(std.Io.Dir.cwd(), log_path, std.Io.Dir.cwd(), moved_path, testing.io);
+    _ = linux.kill(server.child.id.?, linux.SIG.HUP);
+    // The reopen happens on the signal thread: a request a moment later goes to the new file.
+    var after: ?[]u8 = null;
+    defer if (after) |bytes| testing.allocator.free(bytes);
+    for (0..100) |_| {
+        sleepMs(20);
+        const response = try Client.fetch(testing.allocator, server.port, "GET /hello.txt?after HTTP/1.1\r\nHost: t\r\n\r\n");
+        response.deinit(testing.allocator);
+        after = awaitInFile(log_path, "?after") catch continue;
+        break;
+    }
+    try testing.expect(after != null);
+    try testing.expect(std.mem.find(u8, after.?, "?before") == null);
+    const moved = try std.Io.Dir.cwd().readFileAlloc(testing.io, moved_path, testing.allocator, .limited(1 << 20));
+    defer testing.allocator.free(moved);
+    try testing.expect(std.mem.find(u8, moved, "?before") != null);
+    stopped = true;
+    try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try server.stop());
+}
