@@ -296,10 +296,32 @@ pub fn Server(comptime Handler: type) type {
                 if (listener.tls) |settings| endpoint.listening.tls = try TlsContext.init(gpa, settings);
                 made += 1;
             }
+            const inherited = socket.inheritedListeners(gpa) catch |err| {
+                log.err("the sockets passed by the service manager (LISTEN_FDS) cannot be used: {t}", .{err});
+                return error.InvalidConfig;
+            };
+            errdefer {
+                for (inherited) |fd| socket.close(fd);
+                gpa.free(inherited);
+            }
+            // One socket per listener (a service manager), or several (an upgrading saker's
+            // per-thread sockets): every one of them needs a thread accepting on it.
+            if (inherited.len % endpoint_count != 0) {
+                log.err("the service manager passed {d} sockets (LISTEN_FDS), but the configuration has {d} listeners", .{ inherited.len, endpoint_count });
+                return error.InvalidConfig;
+            }
+            const share: u32 = @intCast(inherited.len / endpoint_count);
             const per_endpoint: u32 = switch (config.engine) {
                 .blocking => 1,
                 else => config.workerCount(),
             };
+            // A socket no thread accepts on would hold its connections forever; more threads
+            // than `workerCountFor` says would break handlers sized by it. So fewer threads
+            // than sockets is refused (an upgrade then fails, and the old process serves on).
+            if (share > per_endpoint) {
+                log.err("{d} sockets passed per listener (LISTEN_FDS), but only {d} engine threads each: start with at least as many workers", .{ share, per_endpoint });
+                return error.InvalidConfig;
+            }
             var control = engine.Control.init(.{
                 .shutdown_timeout_ms = config.shutdown_timeout_ms,
                 .connections_max = config.connections_max,
@@ -310,22 +332,8 @@ pub fn Server(comptime Handler: type) type {
             // Sockets a service manager passed (systemd socket activation) replace the
             // configured addresses, one per listener in order; each is shared by the
             // listener's engine threads.
-            const inherited = socket.inheritedListeners(gpa) catch |err| {
-                log.err("the sockets passed by the service manager (LISTEN_FDS) cannot be used: {t}", .{err});
-                return error.InvalidConfig;
-            };
-            errdefer {
-                for (inherited) |fd| socket.close(fd);
-                gpa.free(inherited);
-            }
             if (inherited.len > 0) {
-                // One socket per listener (a service manager), or several (an upgrading
-                // saker's per-thread sockets): the listener's threads take them in turn.
-                if (inherited.len % endpoint_count != 0) {
-                    log.err("the service manager passed {d} sockets (LISTEN_FDS), but the configuration has {d} listeners", .{ inherited.len, endpoint_count });
-                    return error.InvalidConfig;
-                }
-                const share = inherited.len / endpoint_count;
+                // The listener's threads take its sockets in turn.
                 for (endpoints, 0..) |*endpoint, e| {
                     const mine = inherited[e * share ..][0..share];
                     const address = socket.localAddress(mine[0]);
@@ -633,7 +641,14 @@ pub fn Server(comptime Handler: type) type {
             Upgrade.signalReady();
             if (pid_file) |path| writePidFile(path);
             switch (server.waitForStop(signal_fd)) {
-                .signal => log.info("signal received: finishing in-flight requests (up to {d} ms)", .{server.config.shutdown_timeout_ms}),
+                .signal => {
+                    log.info("signal received: finishing in-flight requests (up to {d} ms)", .{server.config.shutdown_timeout_ms});
+                    // A new process of an upgrade under way holds the sockets too: they are
+                    // not shut down under it (it serves on, or fails by itself).
+                    if (server.upgrading != null) {
+                        for (server.doors) |*door| door.shut = false;
+                    }
+                },
                 .stop => {},
                 .upgraded => {
                     log.info("upgrade: the new process serves; finishing in-flight requests (up to {d} ms)", .{server.config.shutdown_timeout_ms});

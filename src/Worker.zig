@@ -275,6 +275,7 @@ pub fn releaseExchange(worker: *Worker, exchange: *Exchange) void {
     exchange.head_start = 0;
     exchange.recv_end = 0;
     exchange.body = .none;
+    exchange.started_ms = 0;
     exchange.out_len = 0;
     exchange.iovec_count = 0;
     exchange.iovec_index = 0;

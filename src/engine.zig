@@ -222,9 +222,10 @@ pub const Control = struct {
         if (!control.doors_open.load(.acquire)) return &.{};
         for (control.doors) |*door| {
             if (door.listener_fd != listener_fd) continue;
-            const fds = door.doorstep[0..door.taken];
-            door.taken = 0;
-            return fds;
+            // Threads that share a socket (inherited ones) share its door: one takes what it
+            // holds, the others find it empty.
+            const taken = @atomicRmw(usize, &door.taken, .Xchg, 0, .acq_rel);
+            return door.doorstep[0..taken];
         }
         return &.{};
     }

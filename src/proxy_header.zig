@@ -128,8 +128,15 @@ pub const Cidr = struct {
         };
         const bits = if (slash) |s| std.fmt.parseInt(u8, text[s + 1 ..], 10) catch return null else all;
         if (bits > all) return null;
+        // An IPv4-mapped network (::ffff:10.0.0.0/104) is the IPv4 one, as peers are matched.
+        if (address == .ip6 and std.mem.eql(u8, address.ip6.bytes[0..12], &mapped_prefix)) {
+            if (bits < 96) return null;
+            return .{ .address = .{ .ip4 = .{ .bytes = address.ip6.bytes[12..16].*, .port = 0 } }, .prefix_bits = bits - 96 };
+        }
         return .{ .address = address, .prefix_bits = bits };
     }
+
+    const mapped_prefix = [12]u8{ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 
     /// Whether `peer` is in the network (an IPv4 address in `::ffff:0:0/96` counts as IPv4).
     pub fn contains(cidr: Cidr, peer: IpAddress) bool {
@@ -153,7 +160,6 @@ pub const Cidr = struct {
                 return 4;
             },
             .ip6 => |a| {
-                const mapped_prefix = [12]u8{ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
                 if (std.mem.eql(u8, a.bytes[0..12], &mapped_prefix)) {
                     out[0..4].* = a.bytes[12..16].*;
                     return 4;
@@ -274,5 +280,11 @@ test "proxy header: networks hold their addresses, IPv4-mapped IPv6 included" {
     try testing.expect(six.contains(try IpAddress.parse("2001:db8:ffff::1", 1)));
     try testing.expect(!six.contains(try IpAddress.parse("10.0.0.1", 1)));
     try testing.expect(Cidr.parse("0.0.0.0/0").?.contains(try IpAddress.parse("8.8.8.8", 1)));
+    // A mapped network is its IPv4 network.
+    const mapped = Cidr.parse("::ffff:10.0.0.0/104").?;
+    try testing.expectEqual(@as(u8, 8), mapped.prefix_bits);
+    try testing.expect(mapped.contains(try IpAddress.parse("10.9.9.9", 1)));
+    try testing.expect(!mapped.contains(try IpAddress.parse("11.0.0.1", 1)));
+    try testing.expectEqual(@as(?Cidr, null), Cidr.parse("::ffff:10.0.0.0/90"));
     for ([_][]const u8{ "10.0.0.0/33", "::/129", "10.0.0/8", "x", "10.0.0.0/", "10.0.0.0/a" }) |text| try testing.expectEqual(@as(?Cidr, null), Cidr.parse(text));
 }

@@ -1230,7 +1230,7 @@ test "saker serve under systemd-socket-activate: it serves on the socket passed,
     const address = try std.mem.print(&address_buffer, "127.0.0.1:{d}", .{port});
     Client.plaintextServer();
     var child = std.process.spawn(testing.io, .{
-        .argv = &.{ "systemd-socket-activate", "-l", address, build_options.saker_exe, "serve", fixture.root_path, "--port", "0", "--workers", "2", "--access-log", "off" },
+        .argv = &.{ "systemd-socket-activate", "-l", address, build_options.saker_exe, "serve", fixture.root_path, "--port", "0", "--workers", "2", "--access-log", "off", "--metrics", "127.0.0.1:0" },
         .stdout = .pipe,
         .stderr = .ignore,
     }) catch |err| return skipWithout("systemd-socket-activate", err);
@@ -1255,6 +1255,15 @@ test "saker serve under systemd-socket-activate: it serves on the socket passed,
     const line = std.mem.trimEnd(u8, try reader.interface.takeDelimiterInclusive('\n'), "\n");
     var expected: [64]u8 = undefined;
     try testing.expectEqualStrings(try std.mem.print(&expected, "listening on http://{s}", .{address}), line);
+    // The metrics listener binds a port of its own: the passed socket is the main server's.
+    const metrics_line = std.mem.trimEnd(u8, try reader.interface.takeDelimiterInclusive('\n'), "\n");
+    const prefix = "listening on http://127.0.0.1:";
+    try testing.expect(std.mem.startsWith(u8, metrics_line, prefix) and std.mem.endsWith(u8, metrics_line, " (metrics at /metrics)"));
+    const metrics_port = try std.fmt.parseInt(u16, metrics_line[prefix.len .. metrics_line.len - " (metrics at /metrics)".len], 10);
+    try testing.expect(metrics_port != port);
+    const metrics = try Client.fetch(testing.allocator, metrics_port, "GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n");
+    defer metrics.deinit(testing.allocator);
+    try expectStatus(metrics, 200);
     for (0..10) |_| {
         const again = try Client.fetch(testing.allocator, port, "GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
         defer again.deinit(testing.allocator);

@@ -29,6 +29,10 @@ text: []u8,
 challenge: []const u8,
 /// Credentials that passed, remembered as HMACs under `key`.
 key: [32]u8,
+/// What a user not in the file is checked against, so that a missing user costs the same
+/// bcrypt as a wrong password: the file's most common cost, a random salt, a hash no
+/// password gives.
+stand_in: User,
 mutex: sync.Mutex = .{},
 remembered: [][HmacSha256.mac_length]u8,
 remembered_count: usize = 0,
@@ -52,10 +56,6 @@ const User = struct {
     hash: [23]u8,
     rounds_log: u6,
 };
-
-/// A hash with an unguessable password: what a user not in the file is checked against, so
-/// that a missing user costs the same bcrypt as a wrong password.
-const stand_in: User = .{ .name = "", .salt = @splat(0x5a), .hash = @splat(0), .rounds_log = 10 };
 
 pub const LoadError = error{
     /// The file could not be read (`diagnostic` says why).
@@ -112,10 +112,15 @@ pub fn load(gpa: std.mem.Allocator, path: []const u8, options: Options, diagnost
         diagnostic.reason = "no random bytes for the credential cache key";
         return error.Unreadable;
     };
+    var stand_in: User = .{ .name = "", .salt = undefined, .hash = @splat(0), .rounds_log = commonCost(users) };
+    fs.randomBytes(&stand_in.salt) catch {
+        diagnostic.reason = "no random bytes for the stand-in hash";
+        return error.Unreadable;
+    };
     const challenge = try std.fmt.allocPrint(gpa, "Basic realm=\"{s}\", charset=\"UTF-8\"", .{options.realm});
     errdefer gpa.free(challenge);
     const remembered = try gpa.alloc([HmacSha256.mac_length]u8, options.remembered_max);
-    return .{ .gpa = gpa, .users = users, .text = text, .challenge = challenge, .key = key, .remembered = remembered };
+    return .{ .gpa = gpa, .users = users, .text = text, .challenge = challenge, .key = key, .remembered = remembered, .stand_in = stand_in };
 }
 
 pub fn deinit(auth: *BasicAuth) void {
@@ -125,6 +130,17 @@ pub fn deinit(auth: *BasicAuth) void {
     auth.gpa.free(auth.users);
     auth.gpa.free(auth.text);
     auth.* = undefined;
+}
+
+/// The cost most users of the file have (the first of the most common, for a tie).
+fn commonCost(users: []const User) u6 {
+    var counts: [32]u32 = @splat(0);
+    for (users) |user| counts[user.rounds_log] += 1;
+    var best: u6 = users[0].rounds_log;
+    for (counts, 0..) |count, cost| {
+        if (count > counts[best]) best = @intCast(cost);
+    }
+    return best;
 }
 
 fn readFile(gpa: std.mem.Allocator, path: []const u8, bytes_max: u32, diagnostic: *Diagnostic) LoadError![]u8 {
@@ -216,7 +232,7 @@ pub fn check(auth: *BasicAuth, req: *const Request) Verdict {
     for (auth.users) |*user| {
         if (sameBytes(user.name, name) and found == null) found = user;
     }
-    const user = found orelse &stand_in;
+    const user = found orelse &auth.stand_in;
     const hash = bcrypt.bcrypt(password, &user.salt, .{ .rounds_log = user.rounds_log, .silently_truncate_password = true });
     const matches = timing_safe.eql([23]u8, hash, user.hash);
     if (!matches or found == null) return .denied;
@@ -403,6 +419,8 @@ test "BasicAuth: the right password passes and is remembered; wrong, unknown, mi
     var auth = try loadText(dir, "# users\n\nalice:" ++ secret_hash ++ "\r\nbob:$2y" ++ secret_hash[3..] ++ "\n  carol:" ++ secret_hash, &diagnostic);
     defer auth.deinit();
     try testing.expectEqual(@as(usize, 3), auth.users.len);
+    // A user not in the file costs the same bcrypt as one who is: the file's cost.
+    try testing.expectEqual(@as(u6, 5), auth.stand_in.rounds_log);
     var files: Files = .{};
     var guard: Guard(Files) = .{ .inner = &files, .auth = &auth };
     // alice:secret, bob:secret, alice:wrong, dave:secret (no such user).

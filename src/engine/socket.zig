@@ -238,10 +238,14 @@ pub const inherited_fd_start = 3;
 /// `systemd-socket-activate`, and a saker process upgrading to this one): when `LISTEN_PID`
 /// is this process and `LISTEN_FDS` is N, descriptors 3 to 3+N-1, made close-on-exec and
 /// non-blocking, in a slice of `gpa`'s (empty, and not allocated, when none were passed).
+/// Only the first call of the process looks: the sockets are one server's.
 /// The variables stay (the process's environment block is shared with the standard library,
 /// which must not see it change): a process started later has another pid, so LISTEN_PID
 /// does not name it.
 pub fn inheritedListeners(gpa: std.mem.Allocator) (InheritError || error{OutOfMemory})![]fd_t {
+    // The first server of the process takes them; a second one (`--metrics`, `--redirect-http`)
+    // binds its own port.
+    if (inherited_claimed.swap(true, .acq_rel)) return &.{};
     const pid_text = std.c.getenv("LISTEN_PID") orelse return &.{};
     const pid = std.fmt.parseInt(i32, std.mem.span(pid_text), 10) catch return &.{};
     if (pid != linux.getpid()) return &.{};
@@ -267,6 +271,9 @@ pub fn inheritedListeners(gpa: std.mem.Allocator) (InheritError || error{OutOfMe
 
 /// Most sockets taken from a service manager or an upgrading process.
 pub const inherited_max = 4096;
+
+/// Whether a server of this process already looked for inherited sockets.
+var inherited_claimed: std.atomic.Value(bool) = .init(false);
 
 /// The address a socket is bound to (getsockname), or null when unknown.
 pub fn localAddress(fd: fd_t) ?std.Io.net.IpAddress {
