@@ -67,6 +67,11 @@ handler_queue_max: u32 = 1024,
 thread_stack_bytes: u32 = 1024 * 1024,
 /// Requests served on one connection before it is closed (keep-alive bound).
 requests_per_connection_max: u32 = 100_000,
+/// Give every request an id (`Request.request_id`): the client's `X-Request-Id` when it sends
+/// a usable one (1 to 128 visible ASCII bytes), else a new one (16 hex digits); the responses
+/// handlers make carry it back in `X-Request-Id`. Off: `request_id` is null and nothing is
+/// added (a handler can still read the field with `req.header`).
+request_id: bool = false,
 
 // Request limits (the answer to each is in README.md, Limits).
 

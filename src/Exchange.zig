@@ -51,6 +51,8 @@ body_start: u32 = 0,
 body: Body = .none,
 /// When the current request's head was complete (worker clock; 0: not yet), for metrics.
 started_ms: u64 = 0,
+/// Room for an id made for the current request (`Config.request_id`).
+request_id_storage: [16]u8 = undefined,
 
 /// Bytes of `out` in use.
 out_len: usize = 0,

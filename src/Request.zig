@@ -57,6 +57,9 @@ worker_index: u32 = 0,
 peer: ?std.Io.net.IpAddress = null,
 /// The connection's TLS session (see `tls()`); null in plaintext.
 tls_session: ?tls_facts.Session = null,
+/// The request's id, with `Config.request_id` on: the client's `X-Request-Id` when usable (1 to
+/// 128 visible ASCII bytes), else one made for it (16 hex digits); null when it is off.
+request_id: ?[]const u8 = null,
 /// Whether the server was shutting down when the request arrived: it is answered, then the
 /// connection closes (health checks answer 503, `saker.health`).
 server_draining: bool = false,
@@ -176,6 +179,14 @@ pub fn init(head: *const http.RequestHead, body_bytes: []const u8, arena: std.me
         .body_bytes = body_bytes,
         .arena = arena,
     };
+}
+
+/// Whether `value` may be a request id: 1 to 128 visible ASCII bytes (so it can be echoed
+/// in a header and logged as it is).
+pub fn usableRequestId(value: []const u8) bool {
+    if (value.len == 0 or value.len > 128) return false;
+    for (value) |c| if (c < 0x21 or c > 0x7e) return false;
+    return true;
 }
 
 /// The client's address: the peer of the connection, or the address a PROXY protocol header

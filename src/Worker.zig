@@ -65,6 +65,8 @@ free_large: ?*LargeLink = null,
 requests_total: u64 = 0,
 /// What this worker counts for `Metrics` (in the server's registry while it lives).
 metrics: Metrics.Counters = .{},
+/// Where made request ids come from (`Config.request_id`); seeded from the kernel at init.
+request_ids: std.Random.DefaultPrng = .init(0),
 
 /// WebSocket sessions, one per connection at most (touched only when first handed out). The
 /// memory stays mapped while the worker lives, so a stale `Conn` handle never points at
@@ -221,6 +223,18 @@ pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, disp
         .websocket_wake_fd = wake_fd,
     };
     if (options.registry) |registry| registry.join(&worker.metrics);
+    if (config.request_id) {
+        var seed: u64 = 0;
+        _ = std.os.linux.getrandom(std.mem.asBytes(&seed), @sizeOf(u64), 0);
+        worker.request_ids = .init(seed);
+    }
+}
+
+/// A new request id: 16 hex digits in `storage`.
+pub fn newRequestId(worker: *Worker, storage: *[16]u8) []const u8 {
+    const value = worker.request_ids.random().int(u64);
+    _ = std.fmt.bufPrint(storage, "{x:0>16}", .{value}) catch unreachable;
+    return storage;
 }
 
 /// Unmaps the pools. Asserts every exchange was returned (unless `abandoned`).

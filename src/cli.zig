@@ -35,6 +35,8 @@ pub const server_flags_help =
     \\  --tls-no-tickets    no session tickets: every connection makes a full handshake
     \\  --tls-port N        serve HTTPS on port N and keep plaintext HTTP on --port (one
     \\                      server, two listeners)
+    \\  --request-id        give each request an id (the client's X-Request-Id, or a new
+    \\                      one), sent back in X-Request-Id
     \\  --proxy-protocol    every connection starts with a PROXY protocol header (v1 or v2,
     \\                      as HAProxy's send-proxy sends): its client address is the peer's
     \\  --proxy-protocol-from CIDR,...  take the header only from these peers (addresses or
@@ -74,6 +76,15 @@ fn hostAddress(value: []const u8) ?[]const u8 {
 pub fn applyServerFlag(config: *Config, args: []const []const u8, index: *usize, diagnostic: *Diagnostic) FlagError!bool {
     const split = splitFlag(args[index.*]);
     const flag = split.name;
+    if (std.mem.eql(u8, flag, "--request-id")) {
+        if (split.value != null) {
+            diagnostic.set("{s} takes no value", .{flag});
+            return error.InvalidValue;
+        }
+        index.* += 1;
+        config.request_id = true;
+        return true;
+    }
     if (std.mem.eql(u8, flag, "--proxy-protocol")) {
         if (split.value != null) {
             diagnostic.set("{s} takes no value", .{flag});

@@ -39,6 +39,8 @@ const usage =
     \\  --tls-client-ca FILE   require client certificates signed by these CAs (mutual TLS)
     \\  --tls-no-tickets       no session tickets: every connection makes a full handshake
     \\  --tls-port N           serve HTTPS on port N and keep plaintext HTTP on --port
+    \\  --request-id           give each request an id (its X-Request-Id, or a new one),
+    \\                         sent back in X-Request-Id
     \\  --proxy-protocol       every connection starts with a PROXY header (v1 or v2, as
     \\                         HAProxy's send-proxy sends); its client address is logged
     \\  --proxy-protocol-from CIDR,...  take the header only from these peers; implies

@@ -15,6 +15,7 @@ test {
     _ = @import("static.zig");
     _ = @import("proxy.zig");
     _ = @import("metrics.zig");
+    _ = @import("request_id.zig");
 }
 
 /// The engines the suite runs on.

@@ -564,6 +564,14 @@ fn prepare(c: *Session, x: *Exchange, body: []const u8) void {
         });
         x.response_ready = true;
     }
+    if (c.worker().config.request_id) {
+        const sent = x.request.header("X-Request-Id");
+        const usable = if (sent) |id| Request.usableRequestId(id) else false;
+        const id = if (usable) sent.? else c.worker().newRequestId(&x.request_id_storage);
+        x.request.request_id = id;
+        // Every response the handler makes carries it back.
+        x.response.header("X-Request-Id", id) catch {};
+    }
     x.prepared = true;
 }
 
