@@ -54,6 +54,8 @@ const usage =
     \\  --basic-auth FILE      require a user name and password from FILE, an htpasswd file of
     \\                         bcrypt hashes (htpasswd -B); others get 401
     \\  --access-log DEST      FILE, - for stdout (default), or off
+    \\  --access-log-format F combined (default) or json (a JSON object per line, with
+    \\                         microsecond times and durations, and the request id)
     \\  --no-precompressed     do not look for FILE.br / FILE.gz variants
     \\
     \\Options that take a value also take it as --option=value.
@@ -178,6 +180,10 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
             metrics_text = value(io, args, &index, flag);
         } else if (std.mem.eql(u8, flag.name, "--basic-auth")) {
             parsed.basic_auth = value(io, args, &index, flag);
+        } else if (std.mem.eql(u8, flag.name, "--access-log-format")) {
+            const text = value(io, args, &index, flag);
+            parsed.static.access_log_format = saker.AccessLog.Format.parse(text) orelse
+                fatal(io, "--access-log-format '{s}': not combined or json", .{text});
         } else if (std.mem.eql(u8, flag.name, "--access-log")) {
             parsed.access_log = value(io, args, &index, flag);
         } else if (arg.len > 1 and arg[0] == '-' and !std.mem.eql(u8, arg, "-")) {

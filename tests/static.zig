@@ -1447,3 +1447,50 @@ test "saker serve: SIGHUP reopens the access log file, as logrotate needs" {
     stopped = true;
     try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try server.stop());
 }
+
+test "saker serve --access-log-format json --request-id: each line is a JSON object with the request's facts" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    const log_path = try std.fmt.allocPrint(testing.allocator, "{s}/../json.log", .{fixture.root_path});
+    defer testing.allocator.free(log_path);
+    var server: CliServer = undefined;
+    try server.start(&.{ fixture.root_path, "--port", "0", "--access-log", log_path, "--access-log-format", "json", "--request-id" });
+    var stopped = false;
+    defer if (!stopped) server.child.kill(testing.io);
+    const response = try Client.fetch(testing.allocator, server.port, "GET /hello.txt?q=1 HTTP/1.1\r\nHost: t\r\nUser-Agent: json-test/1\r\nX-Request-Id: abc-123\r\n\r\n");
+    defer response.deinit(testing.allocator);
+    try expectStatus(response, 200);
+    try testing.expectEqualStrings("abc-123", response.header("X-Request-Id").?);
+    const bytes = try awaitInFile(log_path, "abc-123");
+    defer testing.allocator.free(bytes);
+    const Line = struct {
+        time: []const u8,
+        remote: ?[]const u8,
+        method: []const u8,
+        target: []const u8,
+        protocol: []const u8,
+        status: u16,
+        bytes: ?u64,
+        duration_us: ?u64,
+        user_agent: ?[]const u8,
+        referer: ?[]const u8,
+        request_id: ?[]const u8,
+    };
+    const parsed = try std.json.parseFromSlice(Line, testing.allocator, std.mem.trimEnd(u8, bytes, "\n"), .{});
+    defer parsed.deinit();
+    const line = parsed.value;
+    try testing.expectEqual(@as(usize, "2026-11-26T08:53:38.123456Z".len), line.time.len);
+    try testing.expect(line.time[10] == 'T' and line.time[line.time.len - 1] == 'Z');
+    try testing.expectEqualStrings("127.0.0.1", line.remote.?);
+    try testing.expectEqualStrings("GET", line.method);
+    try testing.expectEqualStrings("/hello.txt?q=1", line.target);
+    try testing.expectEqualStrings("HTTP/1.1", line.protocol);
+    try testing.expectEqual(@as(u16, 200), line.status);
+    try testing.expectEqual(@as(?u64, response.body.len), line.bytes);
+    try testing.expect(line.duration_us != null);
+    try testing.expectEqualStrings("json-test/1", line.user_agent.?);
+    try testing.expectEqual(@as(?[]const u8, null), line.referer);
+    try testing.expectEqualStrings("abc-123", line.request_id.?);
+    stopped = true;
+    try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try server.stop());
+}

@@ -1,5 +1,5 @@
 //! An access log in the combined log format (the Common Log Format plus referer and user
-//! agent), buffered per worker: appending a line is a copy into that worker's buffer, and the
+//! agent), or as JSON lines (`Format.json`), buffered per worker: appending a line is a copy into that worker's buffer, and the
 //! buffer reaches the file descriptor in one `write` when it is full, on the handler's tick
 //! (at least every `Worker.tick_interval_ms`) and at shutdown — never a syscall per request.
 //! Each write holds whole lines, so workers' lines never interleave within a line. Quotes,
@@ -16,6 +16,7 @@ pub const line_bytes_max = 4096;
 
 /// Where lines go (stdout or an append-only file); not owned.
 fd: linux.fd_t,
+format: Format = .combined,
 /// One buffer per worker.
 buffers: []Buffer,
 memory: []u8,
@@ -31,6 +32,21 @@ const Buffer = struct {
     /// "[10/Oct/2000:13:55:36 +0000]" for `second`.
     date: [28]u8 = undefined,
     second: i64 = -1,
+};
+
+/// How lines are written.
+pub const Format = enum {
+    /// `127.0.0.1 - - [10/Oct/2000:13:55:36 +0000] "GET / HTTP/1.1" 200 12 "-" "curl/7.88.1"`
+    combined,
+    /// One JSON object per line: `time` (ISO 8601, UTC, microseconds), `remote`, `method`,
+    /// `target`, `protocol`, `status`, `bytes` (null for none), `duration_us` (time spent in
+    /// the handler), `user_agent`, `referer`, `request_id` (null when absent). Strings are
+    /// escaped so every line is valid JSON, in ASCII.
+    json,
+
+    pub fn parse(text: []const u8) ?Format {
+        return std.meta.stringToEnum(Format, text);
+    }
 };
 
 /// A log writing to `fd` with `buffer_bytes` of buffer for each of `workers` workers.
@@ -57,6 +73,10 @@ pub const Entry = struct {
     body_bytes: ?u64,
     /// Seconds since the epoch.
     unix_seconds: i64,
+    /// Microseconds since the epoch (the JSON format's time); 0: `unix_seconds` alone.
+    unix_microseconds: i64 = 0,
+    /// Time spent answering, in microseconds (the JSON format's `duration_us`).
+    duration_us: ?u64 = null,
 };
 
 /// Appends the line for `req` to the worker's buffer, writing the buffer out first when the
@@ -65,7 +85,11 @@ pub fn append(log: *AccessLog, worker_index: u32, req: *const Request, entry: En
     const buffer = &log.buffers[worker_index];
     var line_buffer: [line_bytes_max]u8 = undefined;
     var w: std.Io.Writer = .fixed(&line_buffer);
-    formatLine(&w, buffer, req, entry) catch {
+    const formatted = switch (log.format) {
+        .combined => formatLine(&w, buffer, req, entry),
+        .json => formatJson(&w, req, entry),
+    };
+    formatted catch {
         // Cut: end the line where it was cut.
         w.end = line_buffer.len - 1;
     };
@@ -133,14 +157,64 @@ fn formatLine(w: *std.Io.Writer, buffer: *Buffer, req: *const Request, entry: En
     }
 }
 
+fn formatJson(w: *std.Io.Writer, req: *const Request, entry: Entry) std.Io.Writer.Error!void {
+    const micros: i64 = if (entry.unix_microseconds != 0) entry.unix_microseconds else entry.unix_seconds * std.time.us_per_s;
+    const epoch_seconds: std.time.epoch.EpochSeconds = .{ .secs = @intCast(std.math.clamp(@divFloor(micros, std.time.us_per_s), 0, 253402300799)) };
+    const year_day = epoch_seconds.getEpochDay().calculateYearDay();
+    const month_day = year_day.calculateMonthDay();
+    const day_seconds = epoch_seconds.getDaySeconds();
+    try w.print("{{\"time\":\"{d:0>4}-{d:0>2}-{d:0>2}T{d:0>2}:{d:0>2}:{d:0>2}.{d:0>6}Z\",\"remote\":", .{
+        year_day.year,                                       @backingInt(month_day.month),     month_day.day_index + 1,
+        day_seconds.getHoursIntoDay(),                       day_seconds.getMinutesIntoHour(), day_seconds.getSecondsIntoMinute(),
+        @as(u64, @intCast(@mod(micros, std.time.us_per_s))),
+    });
+    if (req.peer) |peer| switch (peer) {
+        .ip4 => |ip4| try w.print("\"{d}.{d}.{d}.{d}\"", .{ ip4.bytes[0], ip4.bytes[1], ip4.bytes[2], ip4.bytes[3] }),
+        .ip6 => |ip6| try w.print("\"{f}\"", .{std.Io.net.Ip6Address.Unresolved{ .bytes = ip6.bytes, .interface_name = null }}),
+    } else try w.writeAll("null");
+    try w.writeAll(",\"method\":");
+    try writeJsonString(w, req.method.name());
+    try w.writeAll(",\"target\":");
+    try writeJsonString(w, req.target);
+    try w.print(",\"protocol\":\"{s}\",\"status\":{d},\"bytes\":", .{ req.version.text(), entry.status });
+    if (entry.body_bytes) |n| try w.print("{d}", .{n}) else try w.writeAll("null");
+    try w.writeAll(",\"duration_us\":");
+    if (entry.duration_us) |us| try w.print("{d}", .{us}) else try w.writeAll("null");
+    inline for (.{ .{ "user_agent", "User-Agent" }, .{ "referer", "Referer" } }) |field| {
+        try w.writeAll(",\"" ++ field[0] ++ "\":");
+        if (req.header(field[1])) |value| try writeJsonString(w, value) else try w.writeAll("null");
+    }
+    try w.writeAll(",\"request_id\":");
+    if (req.request_id) |id| try writeJsonString(w, id) else try w.writeAll("null");
+    try w.writeByte('}');
+}
+
+/// A JSON string of `text`: quotes, backslashes, control bytes and every byte above 0x7E
+/// escaped (`\u00XX`, each byte as its own code point), so the line stays valid JSON whatever
+/// bytes a client sent.
+fn writeJsonString(w: *std.Io.Writer, text: []const u8) std.Io.Writer.Error!void {
+    try w.writeByte('"');
+    try writeEscapedAs(w, text, .json);
+    try w.writeByte('"');
+}
+
 fn writeEscaped(w: *std.Io.Writer, text: []const u8) std.Io.Writer.Error!void {
+    return writeEscapedAs(w, text, .combined);
+}
+
+/// `text` with quotes and backslashes escaped by a backslash, and control bytes and bytes
+/// above 0x7E as `\xHH` (combined) or `\u00HH` (JSON).
+fn writeEscapedAs(w: *std.Io.Writer, text: []const u8, comptime format: Format) std.Io.Writer.Error!void {
     var start: usize = 0;
     for (text, 0..) |c, i| {
         if (c >= 0x20 and c < 0x7f and c != '"' and c != '\\') continue;
         try w.writeAll(text[start..i]);
         switch (c) {
             '"', '\\' => try w.writeAll(&.{ '\\', c }),
-            else => try w.print("\\x{x:0>2}", .{c}),
+            else => switch (format) {
+                .combined => try w.print("\\x{x:0>2}", .{c}),
+                .json => try w.print("\\u{x:0>4}", .{c}),
+            },
         }
         start = i + 1;
     }
@@ -186,6 +260,60 @@ fn testRequest(target: []const u8, headers: []const @import("../http.zig").Heade
         .arena = std.testing.allocator,
         .peer = peer,
     };
+}
+
+test "AccessLog: JSON lines parse, with every field, and hostile bytes escaped" {
+    const gpa = std.testing.allocator;
+    var fds: [2]linux.fd_t = undefined;
+    try std.testing.expectEqual(linux.E.SUCCESS, linux.errno(linux.pipe2(&fds, .{ .CLOEXEC = true, .NONBLOCK = true })));
+    defer for (fds) |fd| {
+        _ = linux.close(fd);
+    };
+    var log: AccessLog = try .init(gpa, fds[1], 1, 8192);
+    defer log.deinit(gpa);
+    log.format = .json;
+    const headers = [_]@import("../http.zig").Header{
+        .{ .name = "User-Agent", .value = "evil\"agent\\\n\xff" },
+    };
+    var req = testRequest("/a?\"b\"", &headers, .{ .ip4 = .{ .bytes = .{ 192, 0, 2, 9 }, .port = 1 } });
+    req.request_id = "id-7";
+    log.append(0, &req, .{ .status = 200, .body_bytes = 12, .unix_seconds = 0, .unix_microseconds = 1_795_683_218_123_456, .duration_us = 42 });
+    req.request_id = null;
+    log.append(0, &req, .{ .status = 304, .body_bytes = null, .unix_seconds = 1_795_683_219 });
+    log.flush(0);
+    var buffer: [4096]u8 = undefined;
+    const n = linux.read(fds[0], &buffer, buffer.len);
+    var lines = std.mem.splitScalar(u8, buffer[0..n], '\n');
+    const Line = struct {
+        time: []const u8,
+        remote: ?[]const u8,
+        method: []const u8,
+        target: []const u8,
+        protocol: []const u8,
+        status: u16,
+        bytes: ?u64,
+        duration_us: ?u64,
+        user_agent: ?[]const u8,
+        referer: ?[]const u8,
+        request_id: ?[]const u8,
+    };
+    const first = try std.json.parseFromSlice(Line, gpa, lines.next().?, .{});
+    defer first.deinit();
+    try std.testing.expectEqualStrings("2026-11-26T08:53:38.123456Z", first.value.time);
+    try std.testing.expectEqualStrings("192.0.2.9", first.value.remote.?);
+    try std.testing.expectEqualStrings("/a?\"b\"", first.value.target);
+    try std.testing.expectEqualStrings("evil\"agent\\\n\u{ff}", first.value.user_agent.?);
+    try std.testing.expectEqual(@as(?u64, 12), first.value.bytes);
+    try std.testing.expectEqual(@as(?u64, 42), first.value.duration_us);
+    try std.testing.expectEqual(@as(?[]const u8, null), first.value.referer);
+    try std.testing.expectEqualStrings("id-7", first.value.request_id.?);
+    const second = try std.json.parseFromSlice(Line, gpa, lines.next().?, .{});
+    defer second.deinit();
+    try std.testing.expectEqualStrings("2026-11-26T08:53:39.000000Z", second.value.time);
+    try std.testing.expectEqual(@as(u16, 304), second.value.status);
+    try std.testing.expectEqual(@as(?u64, null), second.value.bytes);
+    try std.testing.expectEqual(@as(?[]const u8, null), second.value.request_id);
+    try std.testing.expectEqualStrings("", lines.next().?);
 }
 
 test "AccessLog: combined format, escaping, buffered until flushed" {

@@ -96,6 +96,8 @@ pub const Options = struct {
     multipart_bytes_max: u32 = 1024 * 1024,
     /// Where the access log goes (not owned), or null for none.
     access_log_fd: ?linux.fd_t = null,
+    /// How access log lines are written.
+    access_log_format: AccessLog.Format = .combined,
     /// Access log buffer per worker.
     access_log_buffer_bytes: u32 = 64 * 1024,
 };
@@ -182,10 +184,11 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!StaticFiles {
         state.* = .{ .cache = try .init(root_fd, cache_options), .random = .init(seed) };
         ready += 1;
     }
-    const access_log: ?AccessLog = if (options.access_log_fd) |fd|
+    var access_log: ?AccessLog = if (options.access_log_fd) |fd|
         try .init(gpa, fd, options.workers, options.access_log_buffer_bytes)
     else
         null;
+    if (access_log) |*l| l.format = options.access_log_format;
     return .{
         .gpa = gpa,
         .options = options,
@@ -300,7 +303,7 @@ pub fn handle(sf: *StaticFiles, req: *Request, res: *Response) !void {
     state.mutex.lock();
     defer state.mutex.unlock();
     defer state.cache.releaseScratch();
-    const clock = Clock.read();
+    const clock = Clock.read(sf.fineClock());
     sf.respond(state, req, res, clock) catch |err| {
         sf.logRequest(index, req, 500, null, clock);
         return err;
@@ -319,7 +322,7 @@ pub fn logAnswered(sf: *StaticFiles, req: *const Request, res: *const Response) 
     state.mutex.lock();
     defer state.mutex.unlock();
     const body_bytes: ?u64 = if (req.method == .HEAD or res.status.forbidsContent()) null else res.contentLength();
-    sf.logRequest(index, req, res.status.code(), body_bytes, Clock.read());
+    sf.logRequest(index, req, res.status.code(), body_bytes, Clock.read(sf.fineClock()));
 }
 
 /// Flushes the worker's access log buffer (called by the server on every tick and at exit).
@@ -332,9 +335,25 @@ pub fn onTick(sf: *StaticFiles, worker_index: u32) void {
     access_log.flush(index);
 }
 
+/// Whether requests need a fine clock reading (the JSON access log's durations).
+fn fineClock(sf: *const StaticFiles) bool {
+    const access_log = sf.access_log orelse return false;
+    return access_log.format == .json;
+}
+
 fn logRequest(sf: *StaticFiles, index: u32, req: *const Request, status: u16, body_bytes: ?u64, clock: Clock) void {
     const access_log = if (sf.access_log) |*l| l else return;
-    access_log.append(index, req, .{ .status = status, .body_bytes = body_bytes, .unix_seconds = clock.unix_seconds });
+    var entry: AccessLog.Entry = .{ .status = status, .body_bytes = body_bytes, .unix_seconds = clock.unix_seconds };
+    if (access_log.format == .json) {
+        // The JSON format's microseconds: a fine clock read, only there.
+        var now: linux.timespec = undefined;
+        _ = linux.clock_gettime(.REALTIME, &now);
+        entry.unix_microseconds = @as(i64, now.sec) * std.time.us_per_s + @divFloor(now.nsec, std.time.ns_per_us);
+        _ = linux.clock_gettime(.MONOTONIC, &now);
+        const end_us = @as(u64, @intCast(now.sec)) * std.time.us_per_s + @as(u64, @intCast(now.nsec)) / std.time.ns_per_us;
+        entry.duration_us = end_us -| clock.start_us;
+    }
+    access_log.append(index, req, entry);
     // Engines without a tick (thread-based) still see lines written within a second of a
     // later request, not only when the buffer fills.
     access_log.flushIfOlder(index, clock.ms, 1000);
@@ -346,16 +365,25 @@ const Clock = struct {
     ms: u64,
     /// Wall clock, for dates.
     unix_seconds: i64,
+    /// A fine monotonic reading, in microseconds, when `fine` asked for one (the JSON
+    /// access log's durations); 0 otherwise.
+    start_us: u64 = 0,
 
-    fn read() Clock {
+    fn read(fine: bool) Clock {
         var mono: linux.timespec = undefined;
         _ = linux.clock_gettime(.MONOTONIC_COARSE, &mono);
         var real: linux.timespec = undefined;
         _ = linux.clock_gettime(.REALTIME_COARSE, &real);
-        return .{
+        var clock: Clock = .{
             .ms = @as(u64, @intCast(mono.sec)) * 1000 + @as(u64, @intCast(mono.nsec)) / std.time.ns_per_ms,
             .unix_seconds = real.sec,
         };
+        if (fine) {
+            var now: linux.timespec = undefined;
+            _ = linux.clock_gettime(.MONOTONIC, &now);
+            clock.start_us = @as(u64, @intCast(now.sec)) * std.time.us_per_s + @as(u64, @intCast(now.nsec)) / std.time.ns_per_us;
+        }
+        return clock;
     }
 };
 
