@@ -87,11 +87,16 @@ pub fn append(log: *AccessLog, worker_index: u32, req: *const Request, entry: En
     var w: std.Io.Writer = .fixed(&line_buffer);
     const formatted = switch (log.format) {
         .combined => formatLine(&w, buffer, req, entry),
-        .json => formatJson(&w, req, entry),
+        .json => formatJson(&w, req, entry, false),
     };
-    formatted catch {
+    formatted catch switch (log.format) {
         // Cut: end the line where it was cut.
-        w.end = line_buffer.len - 1;
+        .combined => w.end = line_buffer.len - 1,
+        // A cut object is no JSON: write it again with its strings shortened (and say so).
+        .json => {
+            w.end = 0;
+            formatJson(&w, req, entry, true) catch unreachable; // fits: see `cut_string_bytes`
+        },
     };
     w.buffer[w.end] = '\n';
     const line = line_buffer[0 .. w.end + 1];
@@ -157,7 +162,12 @@ fn formatLine(w: *std.Io.Writer, buffer: *Buffer, req: *const Request, entry: En
     }
 }
 
-fn formatJson(w: *std.Io.Writer, req: *const Request, entry: Entry) std.Io.Writer.Error!void {
+/// The raw bytes each string keeps in a JSON line written again for being too long: four
+/// strings of at most 6 escaped bytes per byte, a request id of at most 128 bytes, and the
+/// fixed fields stay well within `line_bytes_max`.
+const cut_string_bytes = 128;
+
+fn formatJson(w: *std.Io.Writer, req: *const Request, entry: Entry, cut: bool) std.Io.Writer.Error!void {
     const micros: i64 = if (entry.unix_microseconds != 0) entry.unix_microseconds else entry.unix_seconds * std.time.us_per_s;
     const epoch_seconds: std.time.epoch.EpochSeconds = .{ .secs = @intCast(std.math.clamp(@divFloor(micros, std.time.us_per_s), 0, 253402300799)) };
     const year_day = epoch_seconds.getEpochDay().calculateYearDay();
@@ -173,28 +183,29 @@ fn formatJson(w: *std.Io.Writer, req: *const Request, entry: Entry) std.Io.Write
         .ip6 => |ip6| try w.print("\"{f}\"", .{std.Io.net.Ip6Address.Unresolved{ .bytes = ip6.bytes, .interface_name = null }}),
     } else try w.writeAll("null");
     try w.writeAll(",\"method\":");
-    try writeJsonString(w, req.method.name());
+    try writeJsonString(w, req.method.name(), cut);
     try w.writeAll(",\"target\":");
-    try writeJsonString(w, req.target);
+    try writeJsonString(w, req.target, cut);
     try w.print(",\"protocol\":\"{s}\",\"status\":{d},\"bytes\":", .{ req.version.text(), entry.status });
     if (entry.body_bytes) |n| try w.print("{d}", .{n}) else try w.writeAll("null");
     try w.writeAll(",\"duration_us\":");
     if (entry.duration_us) |us| try w.print("{d}", .{us}) else try w.writeAll("null");
     inline for (.{ .{ "user_agent", "User-Agent" }, .{ "referer", "Referer" } }) |field| {
         try w.writeAll(",\"" ++ field[0] ++ "\":");
-        if (req.header(field[1])) |value| try writeJsonString(w, value) else try w.writeAll("null");
+        if (req.header(field[1])) |value| try writeJsonString(w, value, cut) else try w.writeAll("null");
     }
     try w.writeAll(",\"request_id\":");
-    if (req.request_id) |id| try writeJsonString(w, id) else try w.writeAll("null");
+    if (req.request_id) |id| try writeJsonString(w, id, cut) else try w.writeAll("null");
+    if (cut) try w.writeAll(",\"cut\":true");
     try w.writeByte('}');
 }
 
 /// A JSON string of `text`: quotes, backslashes, control bytes and every byte above 0x7E
 /// escaped (`\u00XX`, each byte as its own code point), so the line stays valid JSON whatever
 /// bytes a client sent.
-fn writeJsonString(w: *std.Io.Writer, text: []const u8) std.Io.Writer.Error!void {
+fn writeJsonString(w: *std.Io.Writer, text: []const u8, cut: bool) std.Io.Writer.Error!void {
     try w.writeByte('"');
-    try writeEscapedAs(w, text, .json);
+    try writeEscapedAs(w, if (cut) text[0..@min(text.len, cut_string_bytes)] else text, .json);
     try w.writeByte('"');
 }
 
@@ -314,6 +325,18 @@ test "AccessLog: JSON lines parse, with every field, and hostile bytes escaped" 
     try std.testing.expectEqual(@as(?u64, null), second.value.bytes);
     try std.testing.expectEqual(@as(?[]const u8, null), second.value.request_id);
     try std.testing.expectEqualStrings("", lines.next().?);
+
+    // A line too long for `line_bytes_max` is written again with its strings cut: still JSON.
+    const long: [9000]u8 = @splat('"');
+    const long_request = testRequest(&long, &headers, null);
+    log.append(0, &long_request, .{ .status = 414, .body_bytes = 0, .unix_seconds = 1_795_683_219 });
+    log.flush(0);
+    const m = linux.read(fds[0], &buffer, buffer.len);
+    const Cut = struct { target: []const u8, status: u16, cut: bool };
+    const cut = try std.json.parseFromSlice(Cut, gpa, std.mem.trimEnd(u8, buffer[0..m], "\n"), .{ .ignore_unknown_fields = true });
+    defer cut.deinit();
+    try std.testing.expectEqual(@as(usize, cut_string_bytes), cut.value.target.len);
+    try std.testing.expect(cut.value.cut);
 }
 
 test "AccessLog: combined format, escaping, buffered until flushed" {
