@@ -80,6 +80,28 @@ pub fn build(b: *std.Build) void {
 
     // Tests: unit tests beside the code, and the integration suite over real sockets.
     const test_step = b.step("test", "Run unit and integration tests");
+    const saker_import: std.Build.Module.Import = .{ .name = "saker", .module = saker };
+    // A test binary of its own for each suite, with the same target, mode and filters.
+    const Suite = struct {
+        b: *std.Build,
+        target: std.Build.ResolvedTarget,
+        optimize: std.builtin.OptimizeMode,
+        filters: []const []const u8,
+
+        fn add(suite: @This(), name: []const u8, path: []const u8, imports: []const std.Build.Module.Import) *std.Build.Step.Compile {
+            return suite.b.addTest(.{
+                .name = name,
+                .root_module = suite.b.createModule(.{
+                    .root_source_file = suite.b.path(path),
+                    .target = suite.target,
+                    .optimize = suite.optimize,
+                    .imports = imports,
+                }),
+                .filters = suite.filters,
+            });
+        }
+    };
+    const suite: Suite = .{ .b = b, .target = target, .optimize = optimize, .filters = test_filters };
     const unit_tests = b.addTest(.{ .name = "unit", .root_module = saker, .filters = test_filters });
     const options = b.addOptions();
     for (examples, example_exes) |name, exe| {
@@ -89,19 +111,7 @@ pub fn build(b: *std.Build) void {
         options.addOptionPath(option, exe.getEmittedBin());
     }
     options.addOptionPath("saker_exe", cli.getEmittedBin());
-    const integration_tests = b.addTest(.{
-        .name = "integration",
-        .root_module = b.createModule(.{
-            .root_source_file = b.path("tests/integration.zig"),
-            .target = target,
-            .optimize = optimize,
-            .imports = &.{
-                .{ .name = "saker", .module = saker },
-                .{ .name = "build_options", .module = options.createModule() },
-            },
-        }),
-        .filters = test_filters,
-    });
+    const integration_tests = suite.add("integration", "tests/integration.zig", &.{ saker_import, .{ .name = "build_options", .module = options.createModule() } });
     // The router and its examples over real sockets; the examples are imported as modules.
     const fixtures = b.addOptions();
     fixtures.addOptionPath("dataset", b.path("tests/data/httparena-dataset.json"));
@@ -128,62 +138,11 @@ pub fn build(b: *std.Build) void {
         .filters = test_filters,
     });
     // The micro-benchmarks' input and output checked once (correctness, never timing).
-    const bench_tests = b.addTest(.{
-        .name = "bench-micro",
-        .root_module = b.createModule(.{
-            .root_source_file = b.path("bench/micro.zig"),
-            .target = target,
-            .optimize = optimize,
-            .imports = &.{.{ .name = "saker", .module = saker }},
-        }),
-        .filters = test_filters,
-    });
-    const bench_router_tests = b.addTest(.{
-        .name = "bench-router",
-        .root_module = b.createModule(.{
-            .root_source_file = b.path("bench/router.zig"),
-            .target = target,
-            .optimize = optimize,
-            .imports = &.{.{ .name = "saker", .module = saker }},
-        }),
-        .filters = test_filters,
-    });
-    const bench_queue_tests = b.addTest(.{
-        .name = "bench-queue",
-        .root_module = b.createModule(.{
-            .root_source_file = b.path("bench/queue.zig"),
-            .target = target,
-            .optimize = optimize,
-            .imports = &.{.{ .name = "saker", .module = saker }},
-        }),
-        .filters = test_filters,
-    });
-    const hardening_tests = b.addTest(.{
-        .name = "hardening",
-        .root_module = b.createModule(.{
-            .root_source_file = b.path("tests/hardening.zig"),
-            .target = target,
-            .optimize = optimize,
-            .imports = &.{
-                .{ .name = "saker", .module = saker },
-                .{ .name = "build_options", .module = options.createModule() },
-            },
-        }),
-        .filters = test_filters,
-    });
-    const tls_tests = b.addTest(.{
-        .name = "tls",
-        .root_module = b.createModule(.{
-            .root_source_file = b.path("tests/tls.zig"),
-            .target = target,
-            .optimize = optimize,
-            .imports = &.{
-                .{ .name = "saker", .module = saker },
-                .{ .name = "build_options", .module = options.createModule() },
-            },
-        }),
-        .filters = test_filters,
-    });
+    const bench_tests = suite.add("bench-micro", "bench/micro.zig", &.{saker_import});
+    const bench_router_tests = suite.add("bench-router", "bench/router.zig", &.{saker_import});
+    const bench_queue_tests = suite.add("bench-queue", "bench/queue.zig", &.{saker_import});
+    const hardening_tests = suite.add("hardening", "tests/hardening.zig", &.{ saker_import, .{ .name = "build_options", .module = options.createModule() } });
+    const tls_tests = suite.add("tls", "tests/tls.zig", &.{ saker_import, .{ .name = "build_options", .module = options.createModule() } });
     // The layering rules (docs/architecture.md), checked by reading the sources.
     const layering_options = b.addOptions();
     layering_options.addOptionPath("src_root", b.path("src/root.zig"));

@@ -252,13 +252,7 @@ pub fn Server(comptime Handler: type) type {
                 var w: std.Io.Writer = .fixed(&endpoint.host_storage);
                 switch (address) {
                     .ip4 => |a| w.print("{d}.{d}.{d}.{d}", .{ a.bytes[0], a.bytes[1], a.bytes[2], a.bytes[3] }) catch unreachable,
-                    .ip6 => |a| {
-                        var with_port: [64]u8 = undefined;
-                        const text = std.fmt.bufPrint(&with_port, "{f}", .{std.Io.net.IpAddress{ .ip6 = a }}) catch unreachable;
-                        // "[addr]:port" without its brackets and port.
-                        const end = std.mem.findScalarLast(u8, text, ']') orelse text.len;
-                        w.writeAll(text[1..end]) catch unreachable;
-                    },
+                    .ip6 => |a| w.print("{f}", .{std.Io.net.Ip6Address.Unresolved{ .bytes = a.bytes, .interface_name = null }}) catch unreachable,
                 }
                 return w.buffered();
             }

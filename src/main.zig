@@ -350,8 +350,7 @@ const LogReopen = struct {
         const reopen: *LogReopen = @ptrCast(@alignCast(context.?));
         var buffer: [std.fs.max_path_bytes]u8 = undefined;
         const path = std.fmt.bufPrintSentinel(&buffer, "{s}", .{reopen.path}, 0) catch return;
-        const flags: linux.O = .{ .ACCMODE = .WRONLY, .CREAT = true, .APPEND = true, .CLOEXEC = true };
-        const rc = linux.openat(linux.AT.FDCWD, path, flags, 0o644);
+        const rc = linux.openat(linux.AT.FDCWD, path, log_flags, 0o644);
         if (linux.errno(rc) != .SUCCESS) {
             std.log.err("--access-log '{s}': cannot reopen it ({t}); lines go on to the file in use", .{ reopen.path, linux.errno(rc) });
             return;
@@ -402,11 +401,13 @@ fn Side(comptime Handler: type) type {
     };
 }
 
+/// How the access log file is opened (and reopened on SIGHUP): appended to, made if missing.
+const log_flags: linux.O = .{ .ACCMODE = .WRONLY, .CREAT = true, .APPEND = true, .CLOEXEC = true };
+
 fn openLog(io: std.Io, gpa: std.mem.Allocator, path: []const u8) linux.fd_t {
     const path_z = gpa.dupeSentinel(u8, path, 0) catch fatal(io, "out of memory", .{});
     defer gpa.free(path_z);
-    const flags: linux.O = .{ .ACCMODE = .WRONLY, .CREAT = true, .APPEND = true, .CLOEXEC = true };
-    const rc = linux.openat(linux.AT.FDCWD, path_z, flags, 0o644);
+    const rc = linux.openat(linux.AT.FDCWD, path_z, log_flags, 0o644);
     return switch (linux.errno(rc)) {
         .SUCCESS => @intCast(rc),
         else => |e| fatal(io, "--access-log '{s}': cannot open ({t})", .{ path, e }),

@@ -1463,20 +1463,7 @@ test "saker serve --access-log-format json --request-id: each line is a JSON obj
     try testing.expectEqualStrings("abc-123", response.header("X-Request-Id").?);
     const bytes = try awaitInFile(log_path, "abc-123");
     defer testing.allocator.free(bytes);
-    const Line = struct {
-        time: []const u8,
-        remote: ?[]const u8,
-        method: []const u8,
-        target: []const u8,
-        protocol: []const u8,
-        status: u16,
-        bytes: ?u64,
-        duration_us: ?u64,
-        user_agent: ?[]const u8,
-        referer: ?[]const u8,
-        request_id: ?[]const u8,
-    };
-    const parsed = try std.json.parseFromSlice(Line, testing.allocator, std.mem.trimEnd(u8, bytes, "\n"), .{});
+    const parsed = try std.json.parseFromSlice(saker.AccessLog.JsonLine, testing.allocator, std.mem.trimEnd(u8, bytes, "\n"), .{});
     defer parsed.deinit();
     const line = parsed.value;
     try testing.expectEqual(@as(usize, "2026-11-26T08:53:38.123456Z".len), line.time.len);

@@ -33,41 +33,15 @@ const Hello = struct {
     }
 };
 
+/// A `Hello` server for a test, over TLS on its first listener unless the test says which
+/// listeners speak it.
 const Running = struct {
-    handler: Hello = .{},
-    server: saker.Server(Hello),
-    thread: std.Thread,
+    const Thread = @import("server_thread.zig").ServerThread(Hello);
 
-    fn start(kind: saker.engine.Kind, config_in: saker.Config) !*Running {
+    fn start(kind: saker.engine.Kind, config_in: saker.Config) !*Thread {
         var config = config_in;
-        config.host = "127.0.0.1";
-        config.port = 0;
-        config.engine = kind;
-        config.workers = 2;
-        // TLS on the first listener, unless the test says which listeners speak it.
         if (config.tls == null and config.listeners.len == 0) config.tls = .{ .self_signed = true };
-        const running = try testing.allocator.create(Running);
-        errdefer testing.allocator.destroy(running);
-        running.* = .{ .server = undefined, .thread = undefined };
-        running.server = try .init(testing.allocator, &running.handler, config);
-        errdefer running.server.deinit();
-        running.thread = try std.Thread.spawn(.{}, serve, .{&running.server});
-        return running;
-    }
-
-    fn serve(server: *saker.Server(Hello)) void {
-        server.serve() catch |err| std.debug.panic("serve failed: {t}", .{err});
-    }
-
-    fn stop(running: *Running) void {
-        running.server.stop();
-        running.thread.join();
-        running.server.deinit();
-        testing.allocator.destroy(running);
-    }
-
-    fn port(running: *Running) u16 {
-        return running.server.port();
+        return Thread.start(kind, config);
     }
 };
 
