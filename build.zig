@@ -143,6 +143,7 @@ pub fn build(b: *std.Build) void {
     const bench_queue_tests = suite.add("bench-queue", "bench/queue.zig", &.{saker_import});
     const hardening_tests = suite.add("hardening", "tests/hardening.zig", &.{ saker_import, .{ .name = "build_options", .module = options.createModule() } });
     const tls_tests = suite.add("tls", "tests/tls.zig", &.{ saker_import, .{ .name = "build_options", .module = options.createModule() } });
+    const http2_tests = suite.add("http2", "tests/http2.zig", &.{saker_import});
     // The layering rules (docs/architecture.md), checked by reading the sources.
     const layering_options = b.addOptions();
     layering_options.addOptionPath("src_root", b.path("src/root.zig"));
@@ -165,7 +166,7 @@ pub fn build(b: *std.Build) void {
     const test_tools = b.addSystemCommand(&.{"tests/tools"});
     test_tools.setName("install test tools");
     test_tools.has_side_effects = true;
-    for ([_]*std.Build.Step.Compile{ unit_tests, integration_tests, router_tests, hardening_tests, tls_tests, bench_tests, bench_router_tests, bench_queue_tests, layering_tests }) |t| {
+    for ([_]*std.Build.Step.Compile{ unit_tests, integration_tests, router_tests, hardening_tests, tls_tests, http2_tests, bench_tests, bench_router_tests, bench_queue_tests, layering_tests }) |t| {
         const run = b.addRunArtifact(t);
         run.has_side_effects = true; // always run, so the summary counts every test
         run.step.dependOn(&test_tools.step);

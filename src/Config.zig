@@ -152,6 +152,35 @@ linger_timeout_ms: u32 = 2_000,
 /// On SIGINT/SIGTERM, time allowed for in-flight requests before the process exits anyway.
 shutdown_timeout_ms: u32 = 10_000,
 
+// HTTP/2 (docs/http2.md). Each connection that speaks it holds about
+// `http2_streams_max` × 200 bytes of stream table and 2 × `http2_header_table_bytes` of HPACK
+// tables beside the exchange HTTP/1 would hold; each open stream borrows one exchange
+// (`recv_buffer_bytes` + `send_buffer_bytes` + `arena_bytes`), the same as an HTTP/1 request.
+
+/// Speak HTTP/2: h2c with prior knowledge on cleartext listeners (the client's first bytes are
+/// the connection preface) and `h2` offered by ALPN on TLS listeners.
+http2: bool = true,
+/// SETTINGS_MAX_CONCURRENT_STREAMS: streams one client may have open at once; one more is
+/// refused (REFUSED_STREAM).
+http2_streams_max: u32 = 100,
+/// SETTINGS_INITIAL_WINDOW_SIZE: request body bytes a client may send on one stream before
+/// the server takes them (at least the protocol's 65535, at most 2^31-1).
+http2_stream_window_bytes: u32 = 1024 * 1024,
+/// Request body bytes a client may send over the whole connection before the server takes
+/// them (at least 65535, at most 2^31-1).
+http2_connection_window_bytes: u32 = 16 * 1024 * 1024,
+/// SETTINGS_MAX_FRAME_SIZE: the largest frame a client may send (16384 to 2^24-1).
+http2_frame_bytes_max: u32 = 16_384,
+/// Bytes of each HPACK dynamic table (the decoder's, announced as SETTINGS_HEADER_TABLE_SIZE
+/// only at its default 4096, and the encoder's).
+http2_header_table_bytes: u32 = 4096,
+/// Frames that do no useful work (resets, refused streams, empty frames, PRIORITY, stream
+/// errors the client provoked) a connection may send in a burst before GOAWAY
+/// ENHANCE_YOUR_CALM...
+http2_glitch_burst: u32 = 1000,
+/// ...and how many more it earns per second.
+http2_glitch_rate_per_s: u32 = 33,
+
 // WebSockets (docs/websocket.md).
 
 /// Longest WebSocket message, after joining fragments and decompressing (close 1009 beyond).
@@ -277,6 +306,13 @@ pub const Certificate = struct {
 pub const Error = error{InvalidConfig};
 
 /// Checks that the limits fit together; on failure `reason` names the field and the rule.
+/// Exchanges one connection may hold at once: one for HTTP/1 (and WebSocket); with HTTP/2,
+/// one for the connection and one per open stream. Engines that give each connection a worker
+/// of its own reserve this many (address space, touched only as used).
+pub fn exchangesPerConnection(config: *const Config) u32 {
+    return if (config.http2) 1 + config.http2_streams_max else 1;
+}
+
 pub fn validate(config: *const Config, reason: *[]const u8) Error!void {
     const rules = [_]struct { ok: bool, why: []const u8 }{
         .{
@@ -317,6 +353,26 @@ pub fn validate(config: *const Config, reason: *[]const u8) Error!void {
         .{
             .ok = config.websocket_ping_interval_ms == 0 or config.websocket_pong_timeout_ms > 0,
             .why = "websocket_pong_timeout_ms must be positive when pings are on",
+        },
+        .{
+            .ok = config.http2_streams_max >= 1 and config.http2_streams_max <= 10_000,
+            .why = "http2_streams_max must be 1 to 10000",
+        },
+        .{
+            .ok = config.http2_stream_window_bytes >= 65_535 and config.http2_stream_window_bytes <= (1 << 31) - 1,
+            .why = "http2_stream_window_bytes must be 65535 to 2^31-1",
+        },
+        .{
+            .ok = config.http2_connection_window_bytes >= 65_535 and config.http2_connection_window_bytes <= (1 << 31) - 1,
+            .why = "http2_connection_window_bytes must be 65535 to 2^31-1",
+        },
+        .{
+            .ok = config.http2_frame_bytes_max >= 16_384 and config.http2_frame_bytes_max <= (1 << 24) - 1,
+            .why = "http2_frame_bytes_max must be 16384 to 2^24-1",
+        },
+        .{
+            .ok = config.http2_header_table_bytes == 4096,
+            .why = "http2_header_table_bytes must be 4096 (the table size SETTINGS does not announce)",
         },
         .{ .ok = config.pool_threads >= 1, .why = "pool_threads must be at least 1" },
         .{ .ok = config.processes >= 1 and config.processes <= 256, .why = "processes must be 1 to 256" },

@@ -18,6 +18,7 @@ const Listening = @import("Listening.zig");
 const Proxy = @import("transport/Proxy.zig");
 const Http1 = @import("http1/Session.zig");
 const WebSocket = @import("websocket/Protocol.zig");
+const Http2 = @import("http2/Session.zig");
 
 const Connection = @This();
 
@@ -50,6 +51,7 @@ pub const Deadlines = struct {
 pub const Protocol = union(enum) {
     http1: Http1,
     websocket: WebSocket,
+    http2: Http2,
 };
 
 /// How a protocol session reaches the connection it lives in (`protocol.<its tag>`): the
@@ -174,8 +176,14 @@ pub fn onRecv(c: *Connection, n: usize) void {
 fn deliver(c: *Connection, n: usize) void {
     switch (c.protocol) {
         .http1 => |*session| {
+            if (c.transport.tls) |tls| if (session.firstBytes() and tls.alpnHttp2()) {
+                // ALPN chose h2: whatever comes is HTTP/2's (a wrong preface is its error).
+                session.switchToHttp2(n);
+                return c.startHttp2();
+            };
             session.onRecv(n);
             if (session.upgraded()) c.upgrade();
+            if (session.wantsHttp2()) c.startHttp2();
         },
         inline else => |*session| session.onRecv(n),
     }
@@ -327,6 +335,16 @@ fn upgrade(c: *Connection) void {
     c.worker.metrics.websocketOpened();
 }
 
+/// The client's first bytes were the HTTP/2 preface (h2c, or h2 chosen by ALPN): from here on
+/// the connection speaks HTTP/2, with the exchange the bytes are in.
+fn startHttp2(c: *Connection) void {
+    const x = c.protocol.http1.takeHttp2();
+    c.protocol.http1.deinit();
+    c.protocol = .{ .http2 = .{} };
+    // Without memory for its state the session holds nothing and says close.
+    _ = c.protocol.http2.open(x);
+}
+
 /// Runs the handler for the current request; called on a handler pool thread, which owns the
 /// connection's request state until it posts the completion.
 pub fn runHandlerOnPool(c: *Connection) void {
@@ -348,4 +366,5 @@ test {
     _ = @import("testing/bytes.zig");
     _ = Http1;
     _ = WebSocket;
+    _ = Http2;
 }

@@ -287,7 +287,11 @@ pub fn Server(comptime Handler: type) type {
                     };
                     endpoint.listening.proxy = .{ .gpa = gpa, .trusted = endpoint.trusted, .timeout_ms = config.header_timeout_ms };
                 }
-                if (listener.tls) |settings| endpoint.listening.tls = try TlsContext.init(gpa, settings);
+                if (listener.tls) |settings| {
+                    const context = try TlsContext.init(gpa, settings);
+                    context.offer_http2 = config.http2;
+                    endpoint.listening.tls = context;
+                }
                 made += 1;
             }
             const inherited = socket.inheritedListeners(gpa) catch |err| {
@@ -371,7 +375,7 @@ pub fn Server(comptime Handler: type) type {
             // worker reserves room for all of them. The room is address space, touched only
             // as connections arrive.
             const per_worker: u32 = switch (config.engine) {
-                .blocking => 1,
+                .blocking => Config.exchangesPerConnection(&config),
                 else => config.connections_max,
             };
             return .{

@@ -61,6 +61,10 @@ large_touched: u32 = 0,
 /// Free large buffers (the first bytes of each hold the link).
 free_large: ?*LargeLink = null,
 
+/// Scratch memory for work done whole within one call on this thread (an HTTP/2 header block
+/// is decoded here before its fields are copied to the stream): made at first use.
+scratch_memory: []align(16) u8 = &.{},
+
 /// Requests answered (a metric).
 requests_total: u64 = 0,
 /// What this worker counts for `Metrics` (in the server's registry while it lives).
@@ -248,12 +252,24 @@ pub fn deinit(worker: *Worker) void {
     mapped.free(worker.exchange_memory);
     mapped.free(worker.large_memory);
     mapped.free(worker.sessions);
+    if (worker.scratch_memory.len > 0) worker.gpa.free(worker.scratch_memory);
     while (worker.free_deflates) |d| {
         worker.free_deflates = d.next_free;
         std.heap.page_allocator.destroy(d);
     }
     if (worker.websocket_wake_fd != -1) _ = std.os.linux.close(worker.websocket_wake_fd);
     worker.* = undefined;
+}
+
+/// `len` bytes of the worker's scratch memory (see `scratch_memory`), or null when it cannot
+/// be had. Each call may return the same memory: use it before the next.
+pub fn scratch(worker: *Worker, len: usize) ?[]align(16) u8 {
+    if (worker.scratch_memory.len < len) {
+        const memory = worker.gpa.alignedAlloc(u8, .@"16", len) catch return null;
+        if (worker.scratch_memory.len > 0) worker.gpa.free(worker.scratch_memory);
+        worker.scratch_memory = memory;
+    }
+    return worker.scratch_memory[0..len];
 }
 
 /// Hands out an exchange, or null when all `connections_max` are busy.

@@ -35,7 +35,7 @@ pub const Shared = struct {
     /// `listening`.
     pub fn initWorker(shared: *Shared, worker: *Worker, listening: *const Listening) !void {
         try worker.init(shared.gpa, shared.config, shared.dispatch, .{
-            .connections_max = 1,
+            .connections_max = Config.exchangesPerConnection(shared.config),
             .large_buffers_max = 1,
             .budget = shared.budget,
             .session_pool = shared.session_pool,

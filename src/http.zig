@@ -43,16 +43,19 @@ pub const Method = enum(u8) {
     }
 };
 
-/// Protocol versions of HTTP/1 (RFC 9112 §2.3).
-pub const Version = enum(u1) {
+/// Protocol versions (RFC 9112 §2.3; RFC 9113).
+pub const Version = enum(u2) {
     http10,
     http11,
+    /// HTTP/2 (RFC 9113): a stream of an HTTP/2 connection.
+    http2,
 
-    /// "HTTP/1.0" or "HTTP/1.1".
+    /// "HTTP/1.0", "HTTP/1.1" or "HTTP/2.0" (as access logs write it).
     pub fn text(version: Version) []const u8 {
         return switch (version) {
             .http10 => "HTTP/1.0",
             .http11 => "HTTP/1.1",
+            .http2 => "HTTP/2.0",
         };
     }
 };

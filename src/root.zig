@@ -69,5 +69,6 @@ test {
     // Suites that drive sessions through the simulated engine: pulled in from here, so the
     // test-only path to engine/driver.zig joins no import cycle of the library's files.
     _ = @import("connection_test.zig");
+    _ = @import("http2_test.zig");
     _ = @import("websocket/session_test.zig");
 }

@@ -95,7 +95,7 @@ test "curl over TLS 1.2 and TLS 1.3 on every engine, keep-alive and a 300 KiB bo
     }
 }
 
-test "openssl s_client: TLS 1.0 and 1.1 are refused; ALPN picks http/1.1, and an offer of h2 alone is refused" {
+test "openssl s_client: TLS 1.0 and 1.1 are refused; ALPN picks h2 first, then http/1.1; an offer of neither is refused" {
     const running = try Running.start(.epoll, .{});
     defer running.stop();
     var connect: [32]u8 = undefined;
@@ -107,13 +107,20 @@ test "openssl s_client: TLS 1.0 and 1.1 are refused; ALPN picks http/1.1, and an
         try testing.expect(std.mem.find(u8, result.stdout, "Cipher is (NONE)") != null);
     }
     {
+        // h2 chosen: HTTP/1.1 bytes are then not the HTTP/2 preface, answered with GOAWAY.
         const result = try run(&.{ "openssl", "s_client", "-ign_eof", "-connect", address, "-alpn", "h2,http/1.1" }, "GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+        defer freeResult(result);
+        try testing.expect(std.mem.find(u8, result.stdout, "ALPN protocol: h2") != null);
+        try testing.expect(std.mem.find(u8, result.stdout, "hello over /x") == null);
+    }
+    {
+        const result = try run(&.{ "openssl", "s_client", "-ign_eof", "-connect", address, "-alpn", "http/1.1" }, "GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
         defer freeResult(result);
         try testing.expect(std.mem.find(u8, result.stdout, "ALPN protocol: http/1.1") != null);
         try testing.expect(std.mem.find(u8, result.stdout, "hello over /x") != null);
     }
     {
-        const result = try run(&.{ "openssl", "s_client", "-connect", address, "-alpn", "h2" }, "");
+        const result = try run(&.{ "openssl", "s_client", "-connect", address, "-alpn", "spdy/3" }, "");
         defer freeResult(result);
         try testing.expect(result.term.exited != 0);
         try testing.expect(std.mem.find(u8, result.stderr, "no application protocol") != null);

@@ -659,6 +659,7 @@ fn finish(parser: *RequestParser) Error!void {
     head.keep_alive = switch (head.version) {
         .http11 => !facts.connection_close,
         .http10 => facts.connection_keep_alive and !facts.connection_close,
+        .http2 => unreachable, // an HTTP/1 request line names 1.0 or 1.1
     };
 }
 

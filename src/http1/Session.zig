@@ -63,6 +63,9 @@ pub const Phase = enum {
     /// The 101 response is in the batch: the connection switches to WebSocket
     /// (`takeUpgrade`) before asking anything else of this session.
     upgraded,
+    /// The client's first bytes are the HTTP/2 connection preface: the connection switches to
+    /// HTTP/2 (`takeHttp2`) before asking anything else of this session.
+    http2,
     /// Finished: the engine closes the socket and calls `deinit`.
     closed,
 };
@@ -191,7 +194,7 @@ pub fn recvBuffer(c: *Session) ?[]u8 {
             .none, .pulled => unreachable,
         },
         .linger => return x.recv_small,
-        .shutdown, .closed, .handling, .upgraded => unreachable,
+        .shutdown, .closed, .handling, .upgraded, .http2 => unreachable,
     }
 }
 
@@ -223,9 +226,51 @@ pub fn onRecv(c: *Session, n: usize) void {
             c.deadlines().read_ms = c.worker().now_ms + c.worker().config.body_timeout_ms;
         },
         .linger => return,
-        .shutdown, .closed, .handling, .upgraded => unreachable,
+        .shutdown, .closed, .handling, .upgraded, .http2 => unreachable,
+    }
+    if (c.requests_served == 0 and x.head_start == 0 and c.phase == .head and c.worker().config.http2) {
+        // RFC 9113 §3.4: h2c with prior knowledge, or h2 after ALPN: the same preface.
+        const received = x.recv[0..x.recv_end];
+        const seen = @min(received.len, http2_preface.len);
+        if (std.mem.eql(u8, received[0..seen], http2_preface[0..seen])) {
+            if (seen == http2_preface.len) c.phase = .http2;
+            return; // the preface, or the start of it: wait for the rest
+        }
     }
     c.process();
+}
+
+const http2_preface = @import("../http2/frame.zig").preface;
+
+/// Whether the client's first bytes were the HTTP/2 preface: the connection must switch to
+/// HTTP/2 (`takeHttp2`) before anything else.
+pub inline fn wantsHttp2(c: *const Session) bool {
+    return c.phase == .http2;
+}
+
+/// Whether no byte of the connection has reached this session yet (the exchange holds the
+/// first read's bytes only once `onRecv` takes them).
+pub inline fn firstBytes(c: *const Session) bool {
+    return c.phase == .idle and c.requests_served == 0;
+}
+
+/// The connection speaks HTTP/2 whatever its first `n` bytes (now in `recvBuffer()`) are: ALPN
+/// chose it.
+pub fn switchToHttp2(c: *Session, n: usize) void {
+    assert(c.firstBytes());
+    const x = c.exchange.?;
+    x.recv_end += @intCast(n);
+    c.phase = .http2;
+}
+
+/// Hands the exchange over, the preface in its receive buffer; this session then holds
+/// nothing.
+pub fn takeHttp2(c: *Session) *Exchange {
+    assert(c.phase == .http2);
+    const x = c.exchange.?;
+    c.exchange = null;
+    c.phase = .closed;
+    return x;
 }
 
 /// `n` bytes of the batch (iovecs, then file) were sent.
@@ -291,7 +336,7 @@ pub fn onTimeout(c: *Session) void {
         },
         .body => c.fail(.request_timeout, "request body not received in time"),
         .handling => unreachable, // returned above
-        .upgraded => unreachable, // the connection switched protocols
+        .upgraded, .http2 => unreachable, // the connection switched protocols
     }
 }
 

@@ -34,8 +34,13 @@ sessions_open: std.atomic.Value(u32) = .init(0),
 handshakes_completed: std.atomic.Value(u64) = .init(0),
 handshakes_failed: std.atomic.Value(u64) = .init(0),
 
+/// Whether ALPN offers `h2` (`Config.http2`; set before the first handshake).
+offer_http2: bool = true,
+
 /// ALPN protocols the server speaks, in its order of preference (RFC 7301 wire format).
-pub const alpn_protocols = "\x08http/1.1";
+pub const alpn_protocols = "\x02h2\x08http/1.1";
+/// The same without HTTP/2.
+pub const alpn_protocols_http1 = "\x08http/1.1";
 
 /// Why `init` or `reload` failed (the log names the file and OpenSSL's reason).
 pub const Error = error{ TlsSetupFailed, OutOfMemory };
@@ -261,9 +266,10 @@ fn fail(what: []const u8, why: []const u8) error{TlsSetupFailed} {
 
 /// ALPN (RFC 7301): the first of the server's protocols the client offers. A client that
 /// offers ALPN but none of them gets the `no_application_protocol` alert (§3.2).
-fn selectAlpn(_: *ssl.SSL, out: *[*]const u8, outlen: *u8, in: [*]const u8, inlen: c_uint, _: ?*anyopaque) callconv(.c) c_int {
+fn selectAlpn(_: *ssl.SSL, out: *[*]const u8, outlen: *u8, in: [*]const u8, inlen: c_uint, arg: ?*anyopaque) callconv(.c) c_int {
+    const context: *const Context = @ptrCast(@alignCast(arg.?));
     const offered = in[0..inlen];
-    var server: []const u8 = alpn_protocols;
+    var server: []const u8 = if (context.offer_http2) alpn_protocols else alpn_protocols_http1;
     while (server.len > 0) {
         const len = server[0];
         const protocol = server[1..][0..len];

@@ -469,6 +469,15 @@ fn logFailure(s: *Tls, what: []const u8) void {
     log.debug("TLS {s} failed: {s}", .{ what, ssl.lastError(&buffer, "the peer went away") });
 }
 
+/// Whether ALPN chose HTTP/2 (`h2`) for this session.
+pub fn alpnHttp2(s: *const Tls) bool {
+    var alpn: ?[*]const u8 = null;
+    var alpn_len: c_uint = 0;
+    ssl.SSL_get0_alpn_selected(s.connection, &alpn, &alpn_len);
+    const chosen = alpn orelse return false;
+    return std.mem.eql(u8, chosen[0..alpn_len], "h2");
+}
+
 /// The session as `Request.tls()` reads it.
 pub fn session(s: *const Tls) facts.Session {
     return .{ .context = s, .describe = describe, .client_subject = clientSubject };

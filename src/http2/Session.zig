@@ -1,0 +1,1370 @@
+//! HTTP/2 as a protocol session (RFC 9113): one connection's frames, streams, HPACK state,
+//! flow control and scheduling, as a state machine that makes no syscalls. The connection
+//! (`Connection.zig`) forwards the engine contract to it, as it does for HTTP/1.
+//!
+//! A connection switches to this session when its first bytes are the client connection
+//! preface (§3.4): h2c with prior knowledge on a cleartext port, or `h2` chosen by ALPN over
+//! TLS (the client sends the same preface). The HTTP/1 session hands over its exchange, whose
+//! receive buffer holds the preface; that exchange stays the connection's own: its receive
+//! buffer takes the socket's bytes, its send buffer the frames, its arena a header block
+//! being received.
+//!
+//! Each stream borrows an exchange of its own from the worker (the same pool HTTP/1 requests
+//! use), so a stream's request and response are the `Request` and `Response` every handler
+//! knows, and its memory is bounded like an HTTP/1 request's. No exchange left: the stream is
+//! refused (REFUSED_STREAM, which a client retries).
+//!
+//! Frames are read incrementally: a DATA payload goes to its stream as it arrives, so a frame
+//! may be larger than the receive buffer. Other frames are handled where they lie when whole,
+//! or gathered in the connection's arena (at most SETTINGS_MAX_FRAME_SIZE bytes).
+//!
+//! Output: control frames are written into the send buffer as they are made; `fill` then
+//! adds the streams' HEADERS and DATA, one DATA frame per stream per round (round-robin, so a
+//! large download cannot starve the small responses beside it: RFC 9218's urgency is not
+//! used, as handlers cannot set it). A DATA payload is sent from where the handler left it (its
+//! exchange's buffer, its arena, or the file with `sendfile`), without a copy, unless it is
+//! small enough that copying beats another iovec.
+//!
+//! Abuse (RFC 9113 §10.5, CVE-2019-9511..9518, CVE-2023-44487, CVE-2025-8671, CVE-2024-27316):
+//! every frame that costs work and serves no request (a reset stream, a refused stream, an
+//! empty frame, a PRIORITY, a WINDOW_UPDATE for nothing, a stream error the client provoked)
+//! takes a token from the connection's glitch budget (`Config.http2_glitch_burst`, refilled at
+//! `http2_glitch_rate_per_s`); an empty budget ends the connection with GOAWAY
+//! ENHANCE_YOUR_CALM. Control frames the client makes the server answer are bounded by the
+//! send buffer: a client that does not read them is ended the same way. A header block is
+//! bounded by `header_bytes_max`, decoded or not; a stream whose response waits on a closed
+//! flow-control window for `write_timeout_ms` ends the connection.
+const std = @import("std");
+const assert = std.debug.assert;
+const posix = std.posix;
+const http = @import("../http.zig");
+const Worker = @import("../Worker.zig");
+const Exchange = @import("../Exchange.zig");
+const Request = @import("../Request.zig");
+const Response = @import("../Response.zig");
+const Connection = @import("../Connection.zig");
+const contract = @import("../engine_contract.zig");
+const client_error = @import("../client_error.zig");
+const frame = @import("frame.zig");
+const hpack = @import("hpack.zig");
+const request = @import("request.zig");
+
+const log = std.log.scoped(.saker);
+
+const Session = @This();
+
+/// Everything the session holds, allocated when the connection switches to HTTP/2 (a
+/// connection stays small while it speaks HTTP/1).
+state: ?*State = null,
+
+const Next = contract.Next;
+
+/// Where the connection is.
+pub const Phase = enum {
+    /// Matching the client connection preface.
+    preface,
+    /// Exchanging frames.
+    frames,
+    /// A GOAWAY that ends the connection is queued: send what is left, then shut down.
+    closing,
+    /// Everything is sent: the engine must shut down the write side.
+    shutdown,
+    /// Reading and discarding until the client closes or `linger_timeout_ms` passes.
+    linger,
+    /// Finished: the engine closes the socket and calls `deinit`.
+    closed,
+};
+
+/// One stream the client opened and this side still holds.
+const Stream = struct {
+    id: u31,
+    /// The request, the response and their memory.
+    x: *Exchange,
+    /// Whether the client has ended its side (END_STREAM received: half-closed remote).
+    remote_closed: bool = false,
+    /// What the client may still send on the stream before a WINDOW_UPDATE.
+    recv_window: i64,
+    /// Bytes received since the last WINDOW_UPDATE for the stream.
+    recv_unacked: u32 = 0,
+    /// What this side may still send before the client opens the window further.
+    send_window: i64,
+    /// DATA payload bytes received (checked against content-length).
+    received: u64 = 0,
+    /// How the request body is taken.
+    body_mode: BodyMode = .buffer,
+    /// The body buffered so far (in the stream's arena).
+    body: std.ArrayList(u8) = .empty,
+    /// Where the response is.
+    send: Send = .waiting,
+    /// Body bytes still to send.
+    body_left: []const u8 = "",
+    /// File range still to send.
+    file: ?http.FileRange = null,
+    /// The content-length the response announces (what a GET would send, for HEAD too).
+    content_length: u64 = 0,
+    /// A 100 (Continue) to send before the request body is read.
+    continue_pending: bool = false,
+    /// The response has been queued in full (or the stream reset): the stream goes once the
+    /// batch it is in has been sent.
+    finished: bool = false,
+    /// The response was given before the whole request came: the rest is refused with
+    /// RST_STREAM NO_ERROR once the response is out (§8.1).
+    early: bool = false,
+
+    const BodyMode = enum { buffer, stream, discard };
+    const Send = enum { waiting, headers, body, done };
+};
+
+/// Bytes a control frame the client asks for may take at most (a PING acknowledgement is 17,
+/// a SETTINGS acknowledgement 9, a WINDOW_UPDATE 13, an RST_STREAM 13).
+const control_frame_bytes_max = 17;
+/// Bytes of the send buffer kept for the GOAWAY that ends the connection.
+const goaway_reserve = 128;
+/// Body bytes copied behind their DATA frame header rather than sent from where they lie.
+const copy_payload_max = 1024;
+/// A WINDOW_UPDATE is sent once this fraction of a window has been consumed.
+const window_update_divisor = 2;
+
+pub const State = struct {
+    worker_gpa: std.mem.Allocator,
+    /// The connection's buffers: `recv` for the socket's bytes (`head_start` is the first not
+    /// yet read), `out` and the iovecs for the batch, the arena for a header block.
+    x: *Exchange,
+    phase: Phase = .preface,
+    preface_matched: u8 = 0,
+
+    // The frame being received.
+    in: ?frame.Header = null,
+    in_left: u32 = 0,
+    /// The payload is ignored (a frame broke a rule only its stream pays for).
+    in_skip: bool = false,
+    /// A control frame's payload gathered across reads (in the connection's arena).
+    in_payload: std.ArrayList(u8) = .empty,
+    /// The stream a DATA frame's content goes to (0: none, it is dropped).
+    data_stream: u31 = 0,
+    data_pad_pending: bool = false,
+    data_content_left: u32 = 0,
+
+    // The header block being received.
+    block: std.ArrayList(u8) = .empty,
+    /// The stream whose block is being received (0: none; then no CONTINUATION may come).
+    block_stream: u31 = 0,
+    block_end_stream: bool = false,
+    /// Where the current frame's fragment starts in `block`.
+    block_frame_start: usize = 0,
+    /// The block's HEADERS made its stream depend on itself (§5.3.1).
+    block_self_dependent: bool = false,
+
+    decoder: hpack.Decoder,
+    encoder: hpack.Encoder,
+
+    streams: []Stream,
+    stream_count: u32 = 0,
+    /// Where the next scheduling round starts.
+    round_robin: u32 = 0,
+    /// The highest stream id the client has used.
+    last_stream: u31 = 0,
+
+    // Flow control (§6.9).
+    conn_send_window: i64 = frame.window_initial,
+    conn_recv_window: i64 = frame.window_initial,
+    conn_recv_unacked: u32 = 0,
+    /// The client's SETTINGS_INITIAL_WINDOW_SIZE: new streams' send window.
+    peer_initial_window: i64 = frame.window_initial,
+    /// The client's SETTINGS_MAX_FRAME_SIZE: the largest frame this side may send.
+    peer_frame_max: u32 = frame.frame_size_initial,
+    /// Since when a stream has had bytes to send and no window (0: none waits).
+    blocked_since_ms: u64 = 0,
+
+    /// A GOAWAY has been sent: no new stream is taken.
+    goaway_sent: bool = false,
+    /// A graceful GOAWAY waits for room in the next batch (a drain while one was in flight).
+    goaway_pending: bool = false,
+
+    /// Glitch budget (tokens) and when it was last refilled.
+    glitch_tokens: u32,
+    glitch_refilled_ms: u64,
+};
+
+/// The connection this session belongs to.
+inline fn connection(s: *const Session) *Connection {
+    return Connection.owner.of(.http2, s);
+}
+
+inline fn worker(s: *const Session) *Worker {
+    return s.connection().worker;
+}
+
+inline fn deadlines(s: *const Session) *Connection.Deadlines {
+    return &s.connection().deadlines;
+}
+
+/// Takes over `x` (from the HTTP/1 session, holding the bytes received so far, the preface
+/// first) and queues this side's SETTINGS. False when there is no memory for the session's
+/// state (the connection then closes).
+pub fn open(s: *Session, x: *Exchange) bool {
+    const w = s.worker();
+    const config = w.config;
+    const gpa = w.gpa;
+    const table_bytes = config.http2_header_table_bytes;
+    const ring_len = hpack.DynamicTable.ringLength(table_bytes);
+    const state = gpa.create(State) catch return s.refuse(x);
+    const streams = gpa.alloc(Stream, config.http2_streams_max) catch {
+        gpa.destroy(state);
+        return s.refuse(x);
+    };
+    const tables = gpa.alloc(u8, 2 * table_bytes) catch {
+        gpa.free(streams);
+        gpa.destroy(state);
+        return s.refuse(x);
+    };
+    const rings = gpa.alloc(hpack.DynamicTable.Entry, 2 * ring_len) catch {
+        gpa.free(tables);
+        gpa.free(streams);
+        gpa.destroy(state);
+        return s.refuse(x);
+    };
+    state.* = .{
+        .worker_gpa = gpa,
+        .x = x,
+        .decoder = .init(tables[0..table_bytes], rings[0..ring_len]),
+        .encoder = .init(tables[table_bytes..], rings[ring_len..]),
+        .streams = streams,
+        .glitch_tokens = config.http2_glitch_burst,
+        .glitch_refilled_ms = w.now_ms,
+    };
+    s.state = state;
+    x.arena.reset();
+    s.deadlines().read_ms = w.now_ms + config.header_timeout_ms;
+    // This side's settings, then the connection window raised to what it wants (§6.9.2: the
+    // connection's initial window can only change by WINDOW_UPDATE).
+    var settings: [5]frame.SettingValue = .{
+        .{ .id = .max_concurrent_streams, .value = config.http2_streams_max },
+        .{ .id = .initial_window_size, .value = config.http2_stream_window_bytes },
+        .{ .id = .max_header_list_size, .value = config.header_bytes_max },
+        .{ .id = .enable_push, .value = 0 },
+        .{ .id = .max_frame_size, .value = config.http2_frame_bytes_max },
+    };
+    const setting_count: usize = if (config.http2_frame_bytes_max == frame.frame_size_initial) 4 else 5;
+    const out = x.reserveOut(frame.header_len + 6 * settings.len + 13).?;
+    var n = frame.writeSettings(out, settings[0..setting_count]);
+    const raise = config.http2_connection_window_bytes - frame.window_initial;
+    if (raise > 0) n += frame.writeWindowUpdate(out[n..], 0, @intCast(raise));
+    state.conn_recv_window = config.http2_connection_window_bytes;
+    x.appendIovec(out[0..n]);
+    s.consume();
+    s.fill();
+    s.settle();
+    return true;
+}
+
+fn refuse(s: *Session, x: *Exchange) bool {
+    x.iovec_index = x.iovec_count;
+    x.file = null;
+    s.worker().releaseExchange(x);
+    return false;
+}
+
+/// Gives back everything the session holds. Call once, after the socket is closed.
+pub fn deinit(s: *Session) void {
+    const state = s.state orelse return;
+    const w = s.worker();
+    for (state.streams[0..state.stream_count]) |*st| s.dropStream(st);
+    state.stream_count = 0;
+    const x = state.x;
+    x.iovec_index = x.iovec_count;
+    x.file = null;
+    w.releaseExchange(x);
+    const gpa = state.worker_gpa;
+    const table_bytes = state.decoder.table.bytes.len;
+    gpa.free(state.decoder.table.bytes.ptr[0 .. 2 * table_bytes]);
+    gpa.free(state.decoder.table.ring.ptr[0 .. 2 * state.decoder.table.ring.len]);
+    gpa.free(state.streams);
+    gpa.destroy(state);
+    s.state = null;
+}
+
+/// Gives back a stream's exchange and its file, whatever state it is in.
+fn dropStream(s: *Session, st: *Stream) void {
+    if (st.file) |f| f.done();
+    st.file = null;
+    const x = st.x;
+    x.iovec_index = x.iovec_count;
+    x.file = null;
+    s.worker().releaseExchange(x);
+}
+
+/// What the engine must do next.
+pub fn next(s: *const Session) Next {
+    const state = s.state orelse return .close;
+    switch (state.phase) {
+        .closed => return .close,
+        .shutdown => return .shutdown,
+        .linger => return .recv,
+        else => {},
+    }
+    const x = state.x;
+    if (x.iovec_index < x.iovec_count) return .{ .send = x.iovecs[x.iovec_index..x.iovec_count] };
+    if (x.file) |file| return .{ .send_file = file };
+    if (state.phase == .closing) return .shutdown;
+    return .recv;
+}
+
+/// Never a file to cork around: a DATA frame's file bytes follow a 9-byte frame header in
+/// every batch, and a cork held across batches stalls the tail of each in the kernel (up to
+/// 200 ms) whenever the send buffer fills.
+pub fn fileFollows(_: *const Session) ?contract.File {
+    return null;
+}
+
+/// Handlers run on the loop's thread (see `dispatch`): no pool thread ever holds a stream.
+pub fn handling(_: *const Session) bool {
+    return false;
+}
+
+pub fn holdsState(s: *const Session) bool {
+    return s.state != null;
+}
+
+/// At shutdown a connection speaking HTTP/2 is never just idle: `drain` says GOAWAY first.
+pub fn idle(_: *const Session) bool {
+    return false;
+}
+
+pub fn completionLink(s: *Session) *Exchange.CompletionLink {
+    return &s.state.?.x.completion;
+}
+
+pub fn onWake(_: *Session) void {}
+
+pub fn onPoolEvent(_: *Session) void {
+    unreachable; // nothing is ever handed to the pool (`handling` is always false)
+}
+
+pub fn runHandlerOnPool(_: *Session) void {
+    unreachable; // see onPoolEvent
+}
+
+/// When the engine must call `onTimeout`.
+pub fn deadline(s: *const Session) u64 {
+    const state = s.state orelse return 0;
+    const x = state.x;
+    if (x.sending()) return s.deadlines().send_ms;
+    if (state.blocked_since_ms != 0 and state.phase == .frames)
+        return @min(s.deadlines().read_ms, state.blocked_since_ms + s.worker().config.write_timeout_ms);
+    return s.deadlines().read_ms;
+}
+
+/// The buffer to read into.
+pub fn recvBuffer(s: *Session) ?[]u8 {
+    const state = s.state.?;
+    const x = state.x;
+    if (state.phase == .linger) return x.recv_small;
+    assert(!x.sending());
+    if (x.head_start > 0) {
+        // Only the start of a frame header is ever left behind (see `consume`).
+        const left = x.recv_end - x.head_start;
+        assert(left < frame.header_len);
+        std.mem.copyForwards(u8, x.recv[0..left], x.recv[x.head_start..x.recv_end]);
+        x.head_start = 0;
+        x.recv_end = left;
+    }
+    return x.recv[x.recv_end..];
+}
+
+pub fn onWouldBlock(_: *Session) void {}
+
+/// `n` bytes were read into `recvBuffer()`; 0 means the client closed its side.
+pub fn onRecv(s: *Session, n: usize) void {
+    const state = s.state.?;
+    if (n == 0) {
+        // Nothing can reach the client any more than it has read.
+        state.phase = .closed;
+        return;
+    }
+    if (state.phase == .linger) return;
+    const w = s.worker();
+    state.x.recv_end += @intCast(n);
+    if (state.stream_count > 0) s.deadlines().read_ms = w.now_ms + w.config.body_timeout_ms;
+    s.consume();
+    s.fill();
+    s.settle();
+}
+
+/// `n` bytes of the batch (iovecs, then file) were sent.
+pub fn onSend(s: *Session, n: usize) void {
+    const state = s.state.?;
+    const x = state.x;
+    const w = s.worker();
+    s.deadlines().send_ms = w.now_ms + w.config.write_timeout_ms;
+    if (x.iovec_index < x.iovec_count) {
+        x.advanceIovecs(n);
+    } else {
+        const file = &x.file.?;
+        assert(n <= file.len);
+        file.offset += n;
+        file.len -= n;
+        if (file.len == 0) x.file = null;
+    }
+    if (x.sending()) return;
+    x.clearBatch();
+    s.batchSent();
+}
+
+/// The batch is out: streams finished in it go, and the next batch is made.
+fn batchSent(s: *Session) void {
+    const state = s.state.?;
+    var i: u32 = 0;
+    while (i < state.stream_count) {
+        const st = &state.streams[i];
+        if (st.finished) {
+            s.removeStream(i);
+            continue;
+        }
+        i += 1;
+    }
+    if (state.phase == .frames or state.phase == .preface) {
+        // Bytes received behind the frame a GOAWAY-free batch answered wait in the buffer
+        // only when the batch filled up mid-way; there are none otherwise.
+        s.consume();
+    }
+    s.fill();
+    s.settle();
+}
+
+/// Sets the read deadline for what the connection waits for now, and starts closing a
+/// connection that said GOAWAY once its last stream is done.
+fn settle(s: *Session) void {
+    const state = s.state.?;
+    const w = s.worker();
+    if (state.phase != .frames) return;
+    if (state.stream_count == 0) {
+        if (state.goaway_sent and !state.x.sending()) {
+            state.phase = .closing;
+            return;
+        }
+        s.deadlines().read_ms = w.now_ms + w.config.idle_timeout_ms;
+    }
+}
+
+/// The write side was shut down; start lingering.
+pub fn onShutdown(s: *Session) void {
+    const state = s.state.?;
+    state.phase = .linger;
+    s.deadlines().read_ms = s.worker().now_ms + s.worker().config.linger_timeout_ms;
+}
+
+/// The socket failed: nothing more can be done but close.
+pub fn onError(s: *Session) void {
+    const state = s.state orelse return;
+    state.phase = .closed;
+}
+
+/// `deadline()` has passed.
+pub fn onTimeout(s: *Session) void {
+    const state = s.state.?;
+    const w = s.worker();
+    if (state.x.sending()) {
+        state.phase = .closed; // the client stopped reading
+        return;
+    }
+    switch (state.phase) {
+        .preface, .shutdown, .linger, .closed, .closing => state.phase = .closed,
+        .frames => {
+            if (state.blocked_since_ms != 0 and w.now_ms >= state.blocked_since_ms + w.config.write_timeout_ms) {
+                // Zero-window slow read: the client holds responses without reading them.
+                return s.goAway(.enhance_your_calm, "flow-control window closed for too long");
+            }
+            if (state.stream_count == 0) return s.goAway(.no_error, "idle");
+            // Requests whose bodies stopped coming are answered 408, the others finish.
+            var answered = false;
+            for (state.streams[0..state.stream_count]) |*st| {
+                if (st.remote_closed or st.send != .waiting) continue;
+                s.answer(st, .request_timeout, "request body not received in time");
+                answered = true;
+            }
+            s.deadlines().read_ms = w.now_ms + w.config.body_timeout_ms;
+            if (answered) s.fill() else s.goAway(.no_error, "no progress");
+        },
+    }
+}
+
+/// Server shutdown: GOAWAY, then the streams in flight finish and the connection closes.
+pub fn drain(s: *Session) void {
+    const state = s.state orelse return;
+    if (state.goaway_sent or state.goaway_pending) return;
+    if (state.phase != .frames and state.phase != .preface) return;
+    if (state.x.sending()) {
+        state.goaway_pending = true;
+        return;
+    }
+    s.sendGoaway(.no_error, "shutting down");
+    s.settle();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Input.
+
+/// Reads every whole frame (and the start of a DATA frame's payload) in the receive buffer.
+fn consume(s: *Session) void {
+    const state = s.state.?;
+    const x = state.x;
+    while (x.head_start < x.recv_end) {
+        if (state.phase != .preface and state.phase != .frames) {
+            x.head_start = x.recv_end; // a connection that is closing reads no more
+            return;
+        }
+        const bytes = x.recv[x.head_start..x.recv_end];
+        if (state.phase == .preface) {
+            const want = frame.preface[state.preface_matched..];
+            const n = @min(want.len, bytes.len);
+            if (!std.mem.eql(u8, bytes[0..n], want[0..n])) {
+                x.head_start = x.recv_end;
+                return s.goAway(.protocol_error, "not the HTTP/2 connection preface");
+            }
+            state.preface_matched += @intCast(n);
+            x.head_start += @intCast(n);
+            if (state.preface_matched == frame.preface.len) state.phase = .frames;
+            continue;
+        }
+        if (state.in == null) {
+            if (bytes.len < frame.header_len) return;
+            x.head_start += frame.header_len;
+            s.beginFrame(frame.Header.read(bytes[0..frame.header_len]));
+            continue;
+        }
+        const take: u32 = @intCast(@min(state.in_left, bytes.len));
+        x.head_start += take;
+        s.payload(bytes[0..take]);
+    }
+}
+
+/// A frame header arrived.
+fn beginFrame(s: *Session, h: frame.Header) void {
+    const state = s.state.?;
+    const config = s.worker().config;
+    if (state.block_stream != 0 and (h.type != .continuation or h.stream_id != state.block_stream))
+        return s.goAway(.protocol_error, "a frame other than CONTINUATION inside a header block");
+    if (h.type == .continuation and state.block_stream == 0)
+        return s.goAway(.protocol_error, "CONTINUATION without a header block before it");
+    state.in = h;
+    state.in_left = h.length;
+    state.in_skip = false;
+    if (frame.check(h, @intCast(config.http2_frame_bytes_max))) |violation| {
+        if (violation.scope == .connection) return s.goAway(violation.code, violation.why);
+        s.glitch();
+        s.resetStream(h.stream_id, violation.code);
+        state.in_skip = true;
+    } else switch (h.type) {
+        .data => s.dataBegin(h),
+        .headers => s.headersBegin(h),
+        else => {},
+    }
+    if (state.phase != .frames) return;
+    if (h.length == 0) s.payload("");
+}
+
+/// `chunk`, the next bytes of the current frame's payload, arrived.
+fn payload(s: *Session, chunk: []const u8) void {
+    const state = s.state.?;
+    const h = state.in.?;
+    assert(chunk.len <= state.in_left);
+    state.in_left -= @intCast(chunk.len);
+    const last = state.in_left == 0;
+    defer if (last and state.phase == .frames) {
+        state.in = null;
+    };
+    if (state.in_skip) return;
+    switch (h.type) {
+        .data => {
+            s.dataChunk(h, chunk);
+            if (last and state.phase == .frames) s.dataEnd(h);
+        },
+        .headers, .continuation => {
+            if (state.block.items.len + chunk.len > s.worker().config.header_bytes_max)
+                return s.goAway(.enhance_your_calm, "a header block larger than header_bytes_max");
+            state.block.appendSlice(state.x.arena.allocator(), chunk) catch
+                return s.goAway(.internal_error, "out of memory for a header block");
+            if (last) s.blockFrameEnd(h);
+        },
+        else => {
+            if (last and state.in_payload.items.len == 0) return s.control(h, chunk);
+            state.in_payload.appendSlice(state.x.arena.allocator(), chunk) catch
+                return s.goAway(.internal_error, "out of memory for a frame");
+            if (!last) return;
+            s.control(h, state.in_payload.items);
+            state.in_payload = .empty;
+            if (state.block_stream == 0) state.x.arena.reset();
+        },
+    }
+}
+
+/// A whole frame other than DATA, HEADERS or CONTINUATION.
+fn control(s: *Session, h: frame.Header, bytes: []const u8) void {
+    const state = s.state.?;
+    switch (h.type) {
+        .settings => {
+            if (h.has(frame.Flags.ack)) return;
+            var it: frame.SettingsIterator = .{ .payload = bytes };
+            while (it.next()) |setting| {
+                switch (setting.id) {
+                    .header_table_size => state.encoder.setPeerLimit(setting.value),
+                    .enable_push => if (setting.value > 1) return s.goAway(.protocol_error, "SETTINGS_ENABLE_PUSH other than 0 or 1"),
+                    .initial_window_size => {
+                        if (setting.value > frame.window_max) return s.goAway(.flow_control_error, "SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1");
+                        const delta = @as(i64, setting.value) - state.peer_initial_window;
+                        state.peer_initial_window = setting.value;
+                        // §6.9.2: every open stream's window moves by the difference.
+                        for (state.streams[0..state.stream_count]) |*st| {
+                            st.send_window += delta;
+                            if (st.send_window > frame.window_max) return s.goAway(.flow_control_error, "a stream window above 2^31-1");
+                        }
+                    },
+                    .max_frame_size => {
+                        if (setting.value < frame.frame_size_initial or setting.value > frame.frame_size_max)
+                            return s.goAway(.protocol_error, "SETTINGS_MAX_FRAME_SIZE out of range");
+                        state.peer_frame_max = setting.value;
+                    },
+                    else => {}, // unknown settings are ignored (§6.5.2)
+                }
+            }
+            s.writeControl(frame.header_len, .settings_ack, 0, .no_error, 0, undefined);
+        },
+        .ping => {
+            if (h.has(frame.Flags.ack)) return;
+            s.writeControl(frame.header_len + 8, .ping_ack, 0, .no_error, 0, bytes[0..8]);
+        },
+        .goaway => {
+            // The client is leaving: no new stream will come; those it keeps finish.
+            state.goaway_sent = true;
+            if (state.stream_count == 0) state.phase = .closing;
+        },
+        .window_update => s.windowUpdate(h.stream_id, frame.windowIncrement(bytes)),
+        .rst_stream => {
+            if (h.stream_id > state.last_stream) return s.goAway(.protocol_error, "RST_STREAM on an idle stream");
+            const index = s.find(h.stream_id) orelse return;
+            const st = &state.streams[index];
+            // A stream reset before its response was out is work thrown away: Rapid Reset.
+            if (st.send != .done) s.glitch();
+            s.forget(index);
+        },
+        .priority => {
+            if (frame.dependency(.{ .header = h, .payload = bytes }) == h.stream_id) {
+                s.glitch();
+                return s.resetStream(h.stream_id, .protocol_error);
+            }
+            // RFC 9113 §5.3.2 deprecates the priority scheme: the signal is ignored, but a
+            // flood of them costs a little each.
+            s.glitch();
+        },
+        else => {}, // unknown frame types are ignored (§4.1, §5.5)
+    }
+}
+
+fn windowUpdate(s: *Session, stream_id: u31, increment: u31) void {
+    const state = s.state.?;
+    if (stream_id == 0) {
+        if (increment == 0) return s.goAway(.protocol_error, "WINDOW_UPDATE of 0 on the connection");
+        state.conn_send_window += increment;
+        if (state.conn_send_window > frame.window_max) return s.goAway(.flow_control_error, "connection window above 2^31-1");
+        return;
+    }
+    if (stream_id > state.last_stream) return s.goAway(.protocol_error, "WINDOW_UPDATE on an idle stream");
+    const index = s.find(stream_id) orelse {
+        // A stream just closed may still get these (§6.9); a flood of them is a glitch.
+        s.glitch();
+        return;
+    };
+    const st = &state.streams[index];
+    if (increment == 0) {
+        s.glitch();
+        return s.resetStream(stream_id, .protocol_error);
+    }
+    st.send_window += increment;
+    if (st.send_window > frame.window_max) return s.resetStream(stream_id, .flow_control_error);
+}
+
+/// A DATA frame's header arrived: flow control and the stream's state.
+fn dataBegin(s: *Session, h: frame.Header) void {
+    const state = s.state.?;
+    state.data_stream = 0;
+    state.data_pad_pending = h.has(frame.Flags.padded);
+    state.data_content_left = h.length;
+    if (state.data_pad_pending and h.length == 0) return s.goAway(.protocol_error, "a padded DATA frame without its pad length");
+    if (h.stream_id > state.last_stream) return s.goAway(.protocol_error, "DATA on an idle stream");
+    // §6.9.1: the whole payload counts, padding included, whatever becomes of it.
+    if (h.length > state.conn_recv_window) return s.goAway(.flow_control_error, "DATA beyond the connection window");
+    state.conn_recv_window -= h.length;
+    const index = s.find(h.stream_id) orelse {
+        s.glitch();
+        return s.resetStream(h.stream_id, .stream_closed);
+    };
+    const st = &state.streams[index];
+    if (st.remote_closed) {
+        s.glitch();
+        return s.resetStream(h.stream_id, .stream_closed);
+    }
+    if (h.length > st.recv_window) return s.resetStream(h.stream_id, .flow_control_error);
+    st.recv_window -= h.length;
+    state.data_stream = h.stream_id;
+}
+
+/// Bytes of a DATA frame's payload: the pad length, then content, then padding.
+fn dataChunk(s: *Session, h: frame.Header, chunk: []const u8) void {
+    const state = s.state.?;
+    var rest = chunk;
+    if (state.data_pad_pending and rest.len > 0) {
+        state.data_pad_pending = false;
+        const pad = rest[0];
+        rest = rest[1..];
+        if (pad >= h.length) return s.goAway(.protocol_error, "DATA padding as long as the payload");
+        state.data_content_left = h.length - 1 - pad;
+    }
+    const take = @min(state.data_content_left, rest.len);
+    state.data_content_left -= @intCast(take);
+    if (take == 0 or state.data_stream == 0) return;
+    const index = s.find(state.data_stream) orelse return;
+    s.bodyBytes(&state.streams[index], rest[0..take]);
+}
+
+/// A DATA frame is complete: windows are credited back, and END_STREAM ends the request.
+fn dataEnd(s: *Session, h: frame.Header) void {
+    const state = s.state.?;
+    const config = s.worker().config;
+    // The connection window is credited whatever became of the bytes.
+    state.conn_recv_unacked += h.length;
+    if (state.conn_recv_unacked >= config.http2_connection_window_bytes / window_update_divisor) {
+        s.writeControl(frame.header_len + 4, .window_update, 0, .no_error, @intCast(state.conn_recv_unacked), undefined);
+        state.conn_recv_window += state.conn_recv_unacked;
+        state.conn_recv_unacked = 0;
+    }
+    if (state.data_stream == 0) return;
+    const index = s.find(state.data_stream) orelse return;
+    const st = &state.streams[index];
+    if (h.length == 0 and !h.has(frame.Flags.end_stream)) s.glitch(); // an empty frame does nothing
+    if (st.x.request.content_length) |declared| if (st.received > declared)
+        return s.malformed(index, "more DATA than content-length");
+    if (h.has(frame.Flags.end_stream)) return s.endOfRequest(index);
+    if (st.send != .waiting) return; // answered early: the rest is refused after the response
+    st.recv_unacked += h.length;
+    if (st.recv_unacked >= config.http2_stream_window_bytes / window_update_divisor) {
+        s.writeControl(frame.header_len + 4, .window_update, st.id, .no_error, @intCast(st.recv_unacked), undefined);
+        st.recv_window += st.recv_unacked;
+        st.recv_unacked = 0;
+    }
+}
+
+/// Request body bytes for `st`.
+fn bodyBytes(s: *Session, st: *Stream, bytes: []const u8) void {
+    const config = s.worker().config;
+    st.received += bytes.len;
+    if (st.send != .waiting) return; // answered already: dropped
+    switch (st.body_mode) {
+        .discard => {},
+        .buffer => {
+            if (st.received > config.body_bytes_max) return s.answer(st, .content_too_large, "request body too large");
+            st.body.appendSlice(st.x.arena.allocator(), bytes) catch
+                return s.answer(st, .service_unavailable, "server out of memory for request bodies");
+        },
+        .stream => {
+            if (st.received > config.streamed_body_bytes_max) return s.answer(st, .content_too_large, "request body too large");
+            const on_body = s.worker().dispatch.on_body.?;
+            const x = st.x;
+            on_body(s.worker().dispatch.context, &x.request, &x.response, bytes) catch |err| s.hookFailed(st, err);
+        },
+    }
+}
+
+/// A HEADERS frame's header arrived.
+fn headersBegin(s: *Session, h: frame.Header) void {
+    const state = s.state.?;
+    if (h.stream_id % 2 == 0) return s.goAway(.protocol_error, "a stream id a client may not use");
+    state.block_stream = h.stream_id;
+    state.block_end_stream = h.has(frame.Flags.end_stream);
+    state.block_frame_start = 0;
+    state.block_self_dependent = false;
+    state.block = .empty;
+}
+
+/// A HEADERS or CONTINUATION frame's fragment is in `block`.
+fn blockFrameEnd(s: *Session, h: frame.Header) void {
+    const state = s.state.?;
+    if (h.type == .headers) {
+        const raw = state.block.items[state.block_frame_start..];
+        const f: frame.Frame = .{ .header = h, .payload = raw };
+        if (frame.dependency(f) == h.stream_id) state.block_self_dependent = true;
+        const fragment = frame.content(f) catch return s.goAway(.protocol_error, "HEADERS padding as long as the payload");
+        std.mem.copyForwards(u8, state.block.items[state.block_frame_start..][0..fragment.len], fragment);
+        state.block.items.len = state.block_frame_start + fragment.len;
+    } else if (h.length == 0 and !h.has(frame.Flags.end_headers)) {
+        s.glitch(); // an empty CONTINUATION carries nothing: a flood of them is an attack
+    }
+    if (!h.has(frame.Flags.end_headers)) {
+        state.block_frame_start = state.block.items.len;
+        return;
+    }
+    const id = state.block_stream;
+    state.block_stream = 0;
+    s.headerBlock(id, state.block_end_stream, state.block.items);
+    state.block = .empty;
+    if (state.phase == .frames) state.x.arena.reset();
+}
+
+/// A whole header block for stream `id`.
+fn headerBlock(s: *Session, id: u31, end_stream: bool, block: []const u8) void {
+    const state = s.state.?;
+    const w = s.worker();
+    const scratch = decodeScratch(w) orelse return s.goAway(.internal_error, "out of memory for header decoding");
+    const decoded = state.decoder.decode(block, scratch.bytes, scratch.fields) catch
+        return s.goAway(.compression_error, "a header block that does not decode");
+    if (s.find(id)) |index| {
+        // A second block on an open stream: its trailers (§8.1).
+        const st = &state.streams[index];
+        if (st.remote_closed) {
+            s.glitch();
+            return s.resetStream(id, .stream_closed);
+        }
+        if (!end_stream) return s.malformed(index, "a second HEADERS without END_STREAM");
+        if (decoded.too_large) return s.malformed(index, "trailers larger than the header list limit");
+        if (request.checkTrailers(decoded.fields)) |why| return s.malformed(index, why);
+        return s.endOfRequest(index);
+    }
+    if (id <= state.last_stream) return s.goAway(.stream_closed, "HEADERS on a closed stream");
+    state.last_stream = id;
+    if (state.goaway_sent) return; // after GOAWAY new streams are ignored (§6.8)
+    if (state.block_self_dependent) {
+        s.glitch();
+        return s.resetStream(id, .protocol_error);
+    }
+    if (state.stream_count == state.streams.len) {
+        // §5.1.2: more than SETTINGS_MAX_CONCURRENT_STREAMS.
+        s.glitch();
+        return s.resetStream(id, .refused_stream);
+    }
+    const x = w.acquireExchange() orelse return s.resetStream(id, .refused_stream);
+    const index = state.stream_count;
+    state.stream_count += 1;
+    state.streams[index] = .{
+        .id = id,
+        .x = x,
+        .remote_closed = end_stream,
+        .recv_window = w.config.http2_stream_window_bytes,
+        .send_window = state.peer_initial_window,
+    };
+    const st = &state.streams[index];
+    x.arena.beginRequest();
+    x.started_ms = w.now_ms;
+    if (decoded.too_large) {
+        s.prepare(st, &.{ .version = .http2 });
+        return s.answer(st, .request_header_fields_too_large, "request header list too large");
+    }
+    var storage: request.Storage = .{ .bytes = x.recv_small, .spill = x.arena.allocator() };
+    switch (request.build(decoded.fields, &storage, x.header_storage)) {
+        .malformed => |why| return s.malformed(index, why),
+        .refuse => |r| {
+            s.prepare(st, &.{ .version = .http2 });
+            return s.answer(st, r.status, r.why);
+        },
+        .head => |head| {
+            s.prepare(st, &head.head);
+            if (!end_stream) {
+                if (w.dispatch.on_head) |on_head| {
+                    const action = on_head(w.dispatch.context, &x.request, &x.response) catch |err| return s.hookFailed(st, err);
+                    st.body_mode = switch (action) {
+                        .buffer, .reader => .buffer,
+                        .stream => if (w.dispatch.on_body != null) .stream else .buffer,
+                        .skip => .discard,
+                    };
+                    if (action == .skip) return s.dispatch(st);
+                }
+                if (head.expect_continue) st.continue_pending = true;
+                s.deadlines().read_ms = w.now_ms + w.config.body_timeout_ms;
+                if (st.continue_pending) st.send = .headers; // the 100 goes out first
+                return;
+            }
+            s.dispatch(st);
+        },
+    }
+}
+
+/// Where header blocks are decoded: the worker's scratch (one block at a time per thread),
+/// `header_bytes_max` bytes of names and values behind room for the fields.
+fn decodeScratch(w: *Worker) ?struct { bytes: []u8, fields: []hpack.Field } {
+    const field_count = @as(usize, w.config.header_count_max) + 8;
+    const fields_bytes = field_count * @sizeOf(hpack.Field);
+    const memory = w.scratch(fields_bytes + w.config.header_bytes_max) orelse return null;
+    const fields: [*]hpack.Field = @ptrCast(@alignCast(memory.ptr));
+    return .{ .bytes = memory[fields_bytes..], .fields = fields[0..field_count] };
+}
+
+/// The client ended stream `index` (END_STREAM).
+fn endOfRequest(s: *Session, index: u32) void {
+    const state = s.state.?;
+    const st = &state.streams[index];
+    st.remote_closed = true;
+    if (st.x.request.content_length) |declared| if (st.received != declared)
+        return s.malformed(index, "DATA not as long as content-length");
+    if (st.send == .waiting or (st.send == .headers and st.continue_pending)) {
+        st.continue_pending = false;
+        st.send = .waiting;
+        return s.dispatch(st);
+    }
+    if (st.send == .done and st.finished) return;
+}
+
+/// Builds the stream's request view and an empty response (the body comes at `dispatch`).
+fn prepare(s: *Session, st: *Stream, head: *const http.RequestHead) void {
+    const w = s.worker();
+    const x = st.x;
+    x.request = .init(head, "", x.arena.allocator());
+    x.request.worker_index = w.index;
+    x.request.peer = if (s.connection().peer) |peer| peer.* else null;
+    x.request.tls_session = s.connection().transport.facts();
+    x.request.server_draining = @atomicLoad(bool, &w.draining, .monotonic);
+    x.request.keep_alive = true;
+    if (x.response_ready) {
+        x.response.reset(.{ .body_buffer = x.out, .discard_body = head.method == .HEAD, .stream = null });
+    } else {
+        x.response = .init(.{
+            .arena = x.arena.allocator(),
+            .header_storage = x.response_header_storage,
+            .body_buffer = x.out,
+            .body_bytes_max = w.config.response_body_bytes_max,
+            .discard_body = head.method == .HEAD,
+            .stream = null,
+        });
+        x.response_ready = true;
+    }
+    if (w.config.request_id) {
+        const sent = x.request.header("x-request-id");
+        const usable = if (sent) |id| Request.usableRequestId(id) else false;
+        const id = if (usable) sent.? else w.newRequestId(&x.request_id_storage);
+        x.request.request_id = id;
+        x.response.header("X-Request-Id", id) catch {};
+    }
+}
+
+/// Runs the handler for the stream's complete request. Handlers run here, on the loop's
+/// thread: a response is built whole before it is sent (`Response.stream` is null), and a
+/// body the handler wants to pull has been buffered (`bodyReader()` reads it).
+fn dispatch(s: *Session, st: *Stream) void {
+    const w = s.worker();
+    const x = st.x;
+    x.request.body_bytes = st.body.items;
+    w.metrics.handlerStarted();
+    const result = w.dispatch.handle(w.dispatch.context, &x.request, &x.response);
+    w.metrics.handlerEnded();
+    const res = &x.response;
+    result catch |err| return s.handlerFailed(st, err);
+    if (res.failure) |err| return s.handlerFailed(st, err);
+    if (!res.status.valid()) return s.handlerFailed(st, error.InvalidStatus);
+    if (res.status.code() < 200) return s.handlerFailed(st, error.InterimStatusFromHandler);
+    if (res.websocket_upgrade != null) {
+        // RFC 8441 (WebSockets over HTTP/2) is not spoken: say so plainly.
+        return s.answer(st, .not_implemented, "WebSockets over HTTP/2 are not supported; use HTTP/1.1");
+    }
+    s.responseReady(st);
+}
+
+fn hookFailed(s: *Session, st: *Stream, err: anyerror) void {
+    const res = &st.x.response;
+    if (res.status.code() >= 400 and res.status.valid() and res.failure == null) {
+        st.body_mode = .discard;
+        return s.responseReady(st);
+    }
+    s.handlerFailed(st, err);
+}
+
+fn handlerFailed(s: *Session, st: *Stream, err: anyerror) void {
+    const w = s.worker();
+    const x = st.x;
+    const reply = client_error.answer(err);
+    if (reply == null) {
+        w.metrics.handlerFailed();
+        log.warn("handler failed on {s} {s}: {t}", .{ x.request.method.name(), x.request.path, err });
+    }
+    if (reply) |r| {
+        var buffer: [client_error.reason_bytes_max]u8 = undefined;
+        const parameter = x.request.fault.nameFor(err) orelse return s.answer(st, r.status, r.reason);
+        return s.answer(st, r.status, client_error.reasonNaming(&buffer, r, parameter));
+    }
+    s.answer(st, .internal_server_error, "the handler failed");
+}
+
+/// Answers the stream with an error status and a short text body.
+fn answer(s: *Session, st: *Stream, status: http.Status, message: []const u8) void {
+    const x = st.x;
+    const res = &x.response;
+    if (res.body == .file) res.body.file.done();
+    res.status = status;
+    res.content_type = "text/plain; charset=utf-8";
+    res.header_list.items.len = 0;
+    res.failure = null;
+    res.body = .buffered;
+    res.body_writer.end = 0;
+    res.discarded_len = 0;
+    if (x.request.request_id) |id| res.header("X-Request-Id", id) catch {};
+    const text = std.fmt.allocPrint(x.arena.allocator(), "{d} {s}: {s}\n", .{ status.code(), status.phrase(), message }) catch "";
+    res.setBody(text);
+    if (status != .internal_server_error) s.worker().metrics.refusedFor(status);
+    st.body_mode = .discard;
+    s.responseReady(st);
+}
+
+/// The response is complete: it waits for `fill` to send it.
+fn responseReady(s: *Session, st: *Stream) void {
+    const w = s.worker();
+    const x = st.x;
+    const res = &x.response;
+    w.metrics.answered(x.request.method, res.status, w.now_ms -| x.started_ms);
+    w.requests_total += 1;
+    if (!st.remote_closed) st.early = true;
+    st.continue_pending = false;
+    st.send = .headers;
+    const send_body = !res.status.forbidsContent() and !res.discard_body;
+    st.content_length = res.contentLength();
+    switch (res.body) {
+        .buffered => st.body_left = if (send_body) res.bufferedBody() else "",
+        .bytes => |bytes| st.body_left = if (send_body) bytes else "",
+        .file => |file| {
+            if (send_body and file.len > 0) st.file = file else file.done();
+            res.body = .buffered; // the stream owns the file now
+        },
+    }
+}
+
+/// The request broke HTTP/2's rules for messages (§8.1.1): PROTOCOL_ERROR on the stream.
+fn malformed(s: *Session, index: u32, why: []const u8) void {
+    const state = s.state.?;
+    log.debug("HTTP/2 stream {d} malformed: {s}", .{ state.streams[index].id, why });
+    s.glitch();
+    const id = state.streams[index].id;
+    s.forget(index);
+    s.resetStream(id, .protocol_error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streams.
+
+fn find(s: *const Session, id: u31) ?u32 {
+    const state = s.state.?;
+    for (state.streams[0..state.stream_count], 0..) |*st, i| {
+        if (st.id == id) return @intCast(i);
+    }
+    return null;
+}
+
+/// The stream is over for this side: it goes now, or once the batch holding its bytes is out.
+fn forget(s: *Session, index: u32) void {
+    const state = s.state.?;
+    const st = &state.streams[index];
+    if (state.x.sending() or st.send == .body or st.send == .done) {
+        // Its bytes may be in the batch (its file too): release it when the batch is out.
+        st.finished = true;
+        st.send = .done;
+        st.body_left = "";
+        return;
+    }
+    s.removeStream(index);
+}
+
+fn removeStream(s: *Session, index: u32) void {
+    const state = s.state.?;
+    s.dropStream(&state.streams[index]);
+    state.stream_count -= 1;
+    if (index != state.stream_count) state.streams[index] = state.streams[state.stream_count];
+}
+
+/// RST_STREAM for `id`, and the stream forgotten if this side holds it.
+fn resetStream(s: *Session, id: u31, code: frame.ErrorCode) void {
+    if (s.find(id)) |index| s.forget(index);
+    s.writeControl(frame.header_len + 4, .rst_stream, id, code, 0, undefined);
+}
+
+/// One more frame that did no useful work; too many in too short a time end the connection.
+fn glitch(s: *Session) void {
+    const state = s.state.?;
+    const w = s.worker();
+    const config = w.config;
+    const elapsed = w.now_ms -| state.glitch_refilled_ms;
+    const refill = elapsed * config.http2_glitch_rate_per_s / 1000;
+    if (refill > 0) {
+        state.glitch_tokens = @intCast(@min(@as(u64, config.http2_glitch_burst), state.glitch_tokens + refill));
+        state.glitch_refilled_ms = w.now_ms;
+    }
+    if (state.glitch_tokens == 0) return s.goAway(.enhance_your_calm, "too many frames that do no work");
+    state.glitch_tokens -= 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output.
+
+const ControlKind = enum { settings_ack, ping_ack, window_update, rst_stream };
+
+/// Writes a control frame into the batch. A client that makes this side answer more than the
+/// send buffer holds (it sends faster than it reads) is flooding: GOAWAY.
+fn writeControl(s: *Session, len: usize, kind: ControlKind, stream_id: u31, code: frame.ErrorCode, increment: u31, ping: ?*const [8]u8) void {
+    const state = s.state.?;
+    if (state.phase != .frames and state.phase != .preface) return;
+    assert(len <= control_frame_bytes_max);
+    const x = state.x;
+    if (x.file != null or x.out.len - x.out_len < len + goaway_reserve or x.iovec_count + 2 > Exchange.iovec_max)
+        return s.goAway(.enhance_your_calm, "control frames faster than they are read");
+    const out = x.reserveOut(len).?;
+    const n = switch (kind) {
+        .settings_ack => frame.writeSettingsAck(out),
+        .ping_ack => frame.writePing(out, true, ping.?),
+        .window_update => frame.writeWindowUpdate(out, stream_id, increment),
+        .rst_stream => frame.writeRstStream(out, stream_id, code),
+    };
+    assert(n == len);
+    x.appendIovec(out);
+}
+
+/// Ends the connection: GOAWAY with `code`, then shut down once the batch is out.
+fn goAway(s: *Session, code: frame.ErrorCode, why: []const u8) void {
+    const state = s.state.?;
+    if (state.phase == .closing or state.phase == .closed or state.phase == .shutdown or state.phase == .linger) return;
+    if (code != .no_error) log.debug("HTTP/2 connection error {t}: {s}", .{ code, why });
+    s.sendGoaway(code, why);
+    state.phase = .closing;
+}
+
+fn sendGoaway(s: *Session, code: frame.ErrorCode, why: []const u8) void {
+    const state = s.state.?;
+    const x = state.x;
+    state.goaway_sent = true;
+    state.goaway_pending = false;
+    const debug = why[0..@min(why.len, goaway_reserve - frame.header_len - 8)];
+    const len = frame.header_len + 8 + debug.len;
+    if (x.file != null or x.iovec_count + 1 > Exchange.iovec_max) {
+        // No room in a batch in flight: the connection just closes.
+        state.phase = .closed;
+        return;
+    }
+    const out = x.reserveOut(len) orelse {
+        state.phase = .closed;
+        return;
+    };
+    _ = frame.writeGoaway(out, state.last_stream, code, debug);
+    x.appendIovec(out);
+    s.deadlines().send_ms = s.worker().now_ms + s.worker().config.write_timeout_ms;
+}
+
+/// Adds the streams' HEADERS and DATA frames to the batch, round-robin, as the flow-control
+/// windows and the batch's room allow.
+fn fill(s: *Session) void {
+    const state = s.state.?;
+    const x = state.x;
+    const w = s.worker();
+    if (state.phase != .frames and state.phase != .closing) return;
+    if (state.goaway_pending and x.file == null) s.sendGoaway(.no_error, "shutting down");
+    var blocked = false;
+    var progress = true;
+    rounds: while (progress and state.stream_count > 0) {
+        progress = false;
+        blocked = false;
+        const count = state.stream_count;
+        var k: u32 = 0;
+        while (k < count) : (k += 1) {
+            if (x.file != null or x.iovec_count + 3 > Exchange.iovec_max) break :rounds;
+            const st = &state.streams[(state.round_robin + k) % count];
+            if (st.finished) continue;
+            switch (st.send) {
+                .waiting, .done => {},
+                .headers => {
+                    if (!s.writeHeaders(st)) break :rounds;
+                    progress = true;
+                },
+                .body => switch (s.writeData(st)) {
+                    .sent => progress = true,
+                    .blocked => blocked = true,
+                    .full => break :rounds,
+                },
+            }
+        }
+        state.round_robin +%= 1;
+    }
+    if (x.sending()) {
+        s.deadlines().send_ms = w.now_ms + w.config.write_timeout_ms;
+        state.blocked_since_ms = 0;
+    } else if (blocked) {
+        if (state.blocked_since_ms == 0) state.blocked_since_ms = w.now_ms;
+    } else state.blocked_since_ms = 0;
+}
+
+/// Encodes the stream's response head (or its 100 Continue) into HEADERS (and CONTINUATION)
+/// frames. False when the batch has no room for it now.
+fn writeHeaders(s: *Session, st: *Stream) bool {
+    const state = s.state.?;
+    const x = state.x;
+    const w = s.worker();
+    if (st.continue_pending) {
+        var block: [8]u8 = undefined;
+        const n = state.encoder.encode(&block, ":status", "100", .allowed) catch unreachable;
+        const out = x.reserveOut(frame.header_len + n) orelse return false;
+        (frame.Header{ .length = @intCast(n), .type = .headers, .flags = frame.Flags.end_headers, .stream_id = st.id }).write(out[0..frame.header_len]);
+        @memcpy(out[frame.header_len..][0..n], block[0..n]);
+        x.appendIovec(out);
+        st.continue_pending = false;
+        st.send = .waiting;
+        return true;
+    }
+    const res = &st.x.response;
+    const has_body = st.body_left.len > 0 or st.file != null;
+    // An upper bound of the block: every field as literals with long length prefixes.
+    var bound: usize = 192; // size updates, :status, date, content-length
+    if (res.content_type) |t| bound += 16 + t.len;
+    for (res.headers()) |f| bound += 16 + f.name.len + f.value.len;
+    const frames_max = bound / state.peer_frame_max + 1;
+    const room_needed = bound + frames_max * frame.header_len;
+    var staging: []u8 = undefined;
+    const in_out = x.out.len - x.out_len >= room_needed + goaway_reserve;
+    if (in_out) {
+        staging = x.out[x.out_len..][0..room_needed];
+    } else {
+        if (x.iovec_count > 0) return false; // wait for this batch to go
+        staging = st.x.arena.allocator().alloc(u8, room_needed) catch {
+            st.send = .done;
+            s.resetStream(st.id, .internal_error);
+            return true;
+        };
+    }
+    // The block goes first behind room for one frame header; split into frames afterwards.
+    const block_start = frame.header_len;
+    var n: usize = block_start;
+    n += state.encoder.begin(staging[n..]) catch unreachable;
+    var status_text: [3]u8 = undefined;
+    _ = std.fmt.bufPrint(&status_text, "{d}", .{res.status.code()}) catch unreachable;
+    n += state.encoder.encode(staging[n..], ":status", &status_text, .allowed) catch unreachable;
+    const date_line = w.date.line();
+    n += state.encoder.encode(staging[n..], "date", date_line[6 .. date_line.len - 2], .allowed) catch unreachable;
+    if (res.content_type) |t| n += state.encoder.encode(staging[n..], "content-type", t, .allowed) catch unreachable;
+    if (!res.status.forbidsContent()) {
+        var length_text: [20]u8 = undefined;
+        const length = std.fmt.bufPrint(&length_text, "{d}", .{st.content_length}) catch unreachable;
+        n += state.encoder.encode(staging[n..], "content-length", length, .allowed) catch unreachable;
+    }
+    for (res.headers()) |f| {
+        var lower_buffer: [128]u8 = undefined;
+        const name = if (f.name.len <= lower_buffer.len)
+            std.ascii.lowerString(&lower_buffer, f.name)
+        else
+            std.ascii.allocLowerString(st.x.arena.allocator(), f.name) catch continue;
+        if (request.connectionSpecific(name)) continue;
+        n += state.encoder.encode(staging[n..], name, f.value, .allowed) catch unreachable;
+    }
+    const block_len = n - block_start;
+    const end_stream: u8 = if (has_body) 0 else frame.Flags.end_stream;
+    if (block_len <= state.peer_frame_max) {
+        (frame.Header{
+            .length = @intCast(block_len),
+            .type = .headers,
+            .flags = frame.Flags.end_headers | end_stream,
+            .stream_id = st.id,
+        }).write(staging[0..frame.header_len]);
+        if (in_out) {
+            x.appendIovec(x.reserveOut(n).?);
+        } else x.appendIovec(staging[0..n]);
+    } else {
+        // HEADERS then CONTINUATION frames: the block is moved along to make room for each
+        // frame's header (rare: a head larger than the client's frame size).
+        const block = st.x.arena.allocator().dupe(u8, staging[block_start..n]) catch {
+            st.send = .done;
+            s.resetStream(st.id, .internal_error);
+            return true;
+        };
+        var at: usize = 0;
+        var written: usize = 0;
+        var first = true;
+        while (at < block.len) {
+            const piece = @min(block.len - at, state.peer_frame_max);
+            const last = at + piece == block.len;
+            var flags: u8 = if (last) frame.Flags.end_headers else 0;
+            if (first) flags |= end_stream;
+            (frame.Header{
+                .length = @intCast(piece),
+                .type = if (first) .headers else .continuation,
+                .flags = flags,
+                .stream_id = st.id,
+            }).write(staging[written..][0..frame.header_len]);
+            @memcpy(staging[written + frame.header_len ..][0..piece], block[at..][0..piece]);
+            written += frame.header_len + piece;
+            at += piece;
+            first = false;
+        }
+        if (in_out) {
+            x.appendIovec(x.reserveOut(written).?);
+        } else x.appendIovec(staging[0..written]);
+    }
+    if (has_body) {
+        st.send = .body;
+    } else s.responseDone(st);
+    return true;
+}
+
+/// The last frame of the stream's response is in the batch.
+fn responseDone(s: *Session, st: *Stream) void {
+    st.send = .done;
+    st.finished = true;
+    // A response given before the whole request came: the rest of it is not wanted. (Behind
+    // a file's last frame nothing may follow in the batch: the client then learns it from
+    // the STREAM_CLOSED its next DATA gets.)
+    if (!st.remote_closed and s.state.?.x.file == null) s.writeControlForStream(st.id, .no_error);
+}
+
+/// RST_STREAM written while filling a batch (not a flood answer: room was checked).
+fn writeControlForStream(s: *Session, id: u31, code: frame.ErrorCode) void {
+    const x = s.state.?.x;
+    const out = x.reserveOut(frame.header_len + 4) orelse return;
+    x.appendIovec(out[0..frame.writeRstStream(out, id, code)]);
+}
+
+const DataOutcome = enum { sent, blocked, full };
+
+/// Adds one DATA frame of the stream's body to the batch.
+fn writeData(s: *Session, st: *Stream) DataOutcome {
+    const state = s.state.?;
+    const x = state.x;
+    const remaining: u64 = if (st.file) |f| f.len else st.body_left.len;
+    assert(remaining > 0);
+    const window = @min(st.send_window, state.conn_send_window);
+    if (window <= 0) return .blocked;
+    const n: u32 = @intCast(@min(remaining, @as(u64, @intCast(window)), state.peer_frame_max));
+    const last = n == remaining;
+    const copy = st.file == null and n <= copy_payload_max;
+    const header_room: usize = frame.header_len + (if (copy) n else 0) + @as(usize, if (last and !st.remote_closed) frame.header_len + 4 else 0);
+    if (x.out.len - x.out_len < header_room + goaway_reserve) return .full;
+    const out = x.reserveOut(frame.header_len + (if (copy) n else 0)).?;
+    (frame.Header{
+        .length = @intCast(n),
+        .type = .data,
+        .flags = if (last) frame.Flags.end_stream else 0,
+        .stream_id = st.id,
+    }).write(out[0..frame.header_len]);
+    if (copy) {
+        @memcpy(out[frame.header_len..][0..n], st.body_left[0..n]);
+        x.appendIovec(out);
+        st.body_left = st.body_left[n..];
+    } else if (st.file) |*f| {
+        x.appendIovec(out);
+        x.file = .{ .fd = f.fd, .offset = f.offset, .len = n };
+        // The range in the batch does not own the descriptor: the stream's does, and it is
+        // closed once the batch is out (`dropStream`).
+        f.offset += n;
+        f.len -= n;
+    } else {
+        x.appendIovec(out);
+        x.appendIovec(st.body_left[0..n]);
+        st.body_left = st.body_left[n..];
+    }
+    st.send_window -= n;
+    state.conn_send_window -= n;
+    if (last) s.responseDone(st);
+    return .sent;
+}
+
+
+test {
+    _ = request; // the session's own tests run on the simulated engine: src/http2_test.zig
+}
