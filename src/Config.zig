@@ -171,6 +171,10 @@ http2_stream_window_bytes: u32 = 1024 * 1024,
 http2_connection_window_bytes: u32 = 16 * 1024 * 1024,
 /// SETTINGS_MAX_FRAME_SIZE: the largest frame a client may send (16384 to 2^24-1).
 http2_frame_bytes_max: u32 = 16_384,
+/// Request body bytes the streams of one connection may hold buffered at once; a stream whose
+/// body would go beyond it is answered 503 (one client cannot take the server's
+/// `overflow_bytes_max` for itself).
+http2_connection_body_bytes_max: u64 = 32 * 1024 * 1024,
 /// Bytes of each HPACK dynamic table (the decoder's, announced as SETTINGS_HEADER_TABLE_SIZE
 /// only at its default 4096, and the encoder's).
 http2_header_table_bytes: u32 = 4096,
@@ -369,6 +373,10 @@ pub fn validate(config: *const Config, reason: *[]const u8) Error!void {
         .{
             .ok = config.http2_frame_bytes_max >= 16_384 and config.http2_frame_bytes_max <= (1 << 24) - 1,
             .why = "http2_frame_bytes_max must be 16384 to 2^24-1",
+        },
+        .{
+            .ok = !config.http2 or config.header_bytes_max >= config.http2_header_table_bytes,
+            .why = "header_bytes_max must be at least http2_header_table_bytes with http2 on (a header list must hold the largest table entry)",
         },
         .{
             .ok = config.http2_header_table_bytes == 4096,

@@ -527,3 +527,102 @@ test "http2: PING is answered, SETTINGS acknowledged" {
         }
     }.check);
 }
+
+/// Feeds `bytes` to a connection and collects what it sends (everything it has to send).
+fn feed(c: *@import("Connection.zig"), bytes: []const u8, output: *std.ArrayList(u8)) !void {
+    var rest = bytes;
+    while (rest.len > 0) {
+        const buffer = c.recvBuffer().?;
+        const n = @min(buffer.len, rest.len);
+        @memcpy(buffer[0..n], rest[0..n]);
+        rest = rest[n..];
+        c.onRecv(n);
+        try drainOutput(c, output);
+    }
+}
+
+fn drainOutput(c: *@import("Connection.zig"), output: *std.ArrayList(u8)) !void {
+    while (true) switch (c.next()) {
+        .send => |iovecs| {
+            var sent: usize = 0;
+            for (iovecs) |v| {
+                try output.appendSlice(testing.allocator, v.base[0..v.len]);
+                sent += v.len;
+            }
+            c.onSend(sent);
+        },
+        else => return,
+    };
+}
+
+test "http2: PINGs do not keep a stalled request body alive: 408 at its own deadline" {
+    var fixture: Fixture = undefined;
+    try fixture.init(.{ .body_timeout_ms = 1000 });
+    defer fixture.deinit();
+    var c: @import("Connection.zig") = .init(&fixture.worker);
+    defer c.deinit();
+    var output: std.ArrayList(u8) = .empty;
+    defer output.deinit(testing.allocator);
+    var client: Client = undefined;
+    try client.init();
+    defer client.deinit();
+    try client.request(1, "POST", "/echo", false);
+    fixture.worker.now_ms = 10_000;
+    try feed(&c, client.bytes.items, &output);
+    const due = c.deadline();
+    try testing.expectEqual(@as(u64, 11_000), due);
+    // A PING now and then: answered, but the body's deadline stays.
+    var ping: [17]u8 = undefined;
+    fixture.worker.now_ms = 10_900;
+    try feed(&c, ping[0..frame.writePing(&ping, false, "keepidle")], &output);
+    try testing.expectEqual(due, c.deadline());
+    fixture.worker.now_ms = 11_000;
+    c.onTimeout();
+    try drainOutput(&c, &output);
+    var seen = try parseOutput(output.items);
+    defer seen.deinit();
+    try testing.expectEqual(@as(usize, 1), seen.ping_acks);
+    try testing.expectEqualStrings("408", seen.get(1).?.status.?);
+    try testing.expectEqual(@as(usize, 0), fixture.handler.calls);
+}
+
+test "http2: frames in flight for a stream the server reset are dropped, not punished" {
+    var client: Client = undefined;
+    try client.init();
+    defer client.deinit();
+    try client.settings(&.{});
+    // Stream 1 is refused (one stream allowed, stream 3 holds it)...
+    try client.request(3, "POST", "/echo", false);
+    try client.request(5, "POST", "/echo", false);
+    // ...and its DATA and trailers were already on the way.
+    for (0..50) |_| try client.data(5, "late", false);
+    var out: [64]u8 = undefined;
+    const n = try client.block(&out, &.{.{ .name = "x-sum", .value = "1" }});
+    try client.raw(.{ .length = @intCast(n), .type = .headers, .flags = frame.Flags.end_headers | frame.Flags.end_stream, .stream_id = 5 }, out[0..n]);
+    try client.data(3, "body", true);
+    try exchange(.{ .http2_streams_max = 1, .http2_glitch_burst = 10 }, &client, &all_cuts, struct {
+        fn check(seen: *const Seen, _: *Fixture) !void {
+            try testing.expectEqual(frame.ErrorCode.refused_stream, seen.get(5).?.reset.?);
+            try testing.expectEqualStrings("POST /echo host=example.com body=body", seen.get(3).?.body.items);
+            try testing.expect(seen.goaway == null);
+        }
+    }.check);
+}
+
+test "http2: a WINDOW_UPDATE that overflows a stream's window is a reset the budget pays for" {
+    var client: Client = undefined;
+    try client.init();
+    defer client.deinit();
+    var id: u31 = 1;
+    for (0..1200) |_| {
+        try client.request(id, "GET", "/big?n=100000", true);
+        try client.windowUpdate(id, std.math.maxInt(u31));
+        id += 2;
+    }
+    try exchange(.{}, &client, &.{.whole}, struct {
+        fn check(seen: *const Seen, fixture: *Fixture) !void {
+            try testing.expectEqual(frame.ErrorCode.enhance_your_calm, seen.goaway.?);
+            try testing.expect(fixture.handler.calls <= 1001);
+        }
+    }.check);
+}

@@ -859,17 +859,20 @@ test "curl as a real client: keep-alive, POST, HEAD and chunked upload" {
         const scheme = if (Client.overTls()) "https" else "http";
         const root = try std.mem.print(&url_buffer[0], "{s}://127.0.0.1:{d}/", .{ scheme, running.port() });
         const echo = try std.mem.print(&url_buffer[1], "{s}://127.0.0.1:{d}/echo", .{ scheme, running.port() });
-        const result = std.process.run(testing.allocator, io, .{ .argv = &.{
-            "curl",     "--insecure",                 "--silent",      "--show-error", "--fail", root,     root,
-            "--next",   "--insecure",                 "--data-binary", "abc",          echo,     "--next", "--insecure",
-            "--header", "Transfer-Encoding: chunked", "--data-binary", "chunky",       echo,
-        } }) catch |err| return skipWithout("curl", err);
+        const result = std.process.run(testing.allocator, io, .{
+            .argv = &.{
+                // HTTP/1.1 even over TLS, where curl would choose h2 (tests/http2.zig covers that).
+                "curl",       "--http1.1", "--insecure",                 "--silent",      "--show-error", "--fail", root,     root,
+                "--next",     "--http1.1", "--insecure",                 "--data-binary", "abc",          echo,     "--next", "--http1.1",
+                "--insecure", "--header",  "Transfer-Encoding: chunked", "--data-binary", "chunky",       echo,
+            },
+        }) catch |err| return skipWithout("curl", err);
         defer testing.allocator.free(result.stdout);
         defer testing.allocator.free(result.stderr);
         try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, result.term);
         try testing.expectEqualStrings("Hello, World!Hello, World!POST /echo body=abcPOST /echo body=chunky", result.stdout);
 
-        const head = try std.process.run(testing.allocator, io, .{ .argv = &.{ "curl", "--insecure", "--silent", "--head", root } });
+        const head = try std.process.run(testing.allocator, io, .{ .argv = &.{ "curl", "--http1.1", "--insecure", "--silent", "--head", root } });
         defer testing.allocator.free(head.stdout);
         defer testing.allocator.free(head.stderr);
         try testing.expect(std.mem.startsWith(u8, head.stdout, "HTTP/1.1 200 OK\r\n"));

@@ -90,6 +90,9 @@ const Stream = struct {
     send_window: i64,
     /// DATA payload bytes received (checked against content-length).
     received: u64 = 0,
+    /// When the request last made progress (opened, or body bytes came): a body that stops
+    /// coming for `body_timeout_ms` is answered 408, whatever else the connection sends.
+    progress_ms: u64,
     /// How the request body is taken.
     body_mode: BodyMode = .buffer,
     /// The body buffered so far (in the stream's arena).
@@ -124,6 +127,8 @@ const goaway_reserve = 128;
 const copy_payload_max = 1024;
 /// A WINDOW_UPDATE is sent once this fraction of a window has been consumed.
 const window_update_divisor = 2;
+/// Stream ids remembered as reset by this side.
+const reset_ids_len = 32;
 
 pub const State = struct {
     worker_gpa: std.mem.Allocator,
@@ -175,6 +180,13 @@ pub const State = struct {
     peer_frame_max: u32 = frame.frame_size_initial,
     /// Since when a stream has had bytes to send and no window (0: none waits).
     blocked_since_ms: u64 = 0,
+
+    /// Streams this side reset or refused lately: frames the client had in flight for them
+    /// are dropped without a word (§5.1), and without spending the glitch budget.
+    reset_ids: [reset_ids_len]u31 = @splat(0),
+    reset_next: u8 = 0,
+    /// Request body bytes buffered by the streams held now (`http2_connection_body_bytes_max`).
+    body_bytes: u64 = 0,
 
     /// A GOAWAY has been sent: no new stream is taken.
     goaway_sent: bool = false,
@@ -286,6 +298,8 @@ pub fn deinit(s: *Session) void {
 
 /// Gives back a stream's exchange and its file, whatever state it is in.
 fn dropStream(s: *Session, st: *Stream) void {
+    const state = s.state.?;
+    state.body_bytes -= st.body.items.len;
     if (st.file) |f| f.done();
     st.file = null;
     const x = st.x;
@@ -347,17 +361,25 @@ pub fn runHandlerOnPool(_: *Session) void {
 
 /// When the engine must call `onTimeout`.
 pub fn deadline(s: *const Session) u64 {
-    const state = s.state orelse return 0;
+    const state = s.state orelse return std.math.maxInt(u64);
     const x = state.x;
     if (x.sending()) return s.deadlines().send_ms;
-    if (state.blocked_since_ms != 0 and state.phase == .frames)
-        return @min(s.deadlines().read_ms, state.blocked_since_ms + s.worker().config.write_timeout_ms);
-    return s.deadlines().read_ms;
+    if (state.phase != .frames or state.stream_count == 0) return s.deadlines().read_ms;
+    // Each request whose body is still coming has its own deadline; a response waiting on a
+    // closed window has the connection's. Frames that serve no stream move neither.
+    const config = s.worker().config;
+    var soonest: u64 = std.math.maxInt(u64);
+    for (state.streams[0..state.stream_count]) |*st| {
+        if (st.remote_closed or st.send != .waiting) continue;
+        soonest = @min(soonest, st.progress_ms + config.body_timeout_ms);
+    }
+    if (state.blocked_since_ms != 0) soonest = @min(soonest, state.blocked_since_ms + config.write_timeout_ms);
+    return soonest;
 }
 
 /// The buffer to read into.
 pub fn recvBuffer(s: *Session) ?[]u8 {
-    const state = s.state.?;
+    const state = s.state orelse return null;
     const x = state.x;
     if (state.phase == .linger) return x.recv_small;
     assert(!x.sending());
@@ -376,16 +398,14 @@ pub fn onWouldBlock(_: *Session) void {}
 
 /// `n` bytes were read into `recvBuffer()`; 0 means the client closed its side.
 pub fn onRecv(s: *Session, n: usize) void {
-    const state = s.state.?;
+    const state = s.state orelse return;
     if (n == 0) {
         // Nothing can reach the client any more than it has read.
         state.phase = .closed;
         return;
     }
     if (state.phase == .linger) return;
-    const w = s.worker();
     state.x.recv_end += @intCast(n);
-    if (state.stream_count > 0) s.deadlines().read_ms = w.now_ms + w.config.body_timeout_ms;
     s.consume();
     s.fill();
     s.settle();
@@ -393,7 +413,7 @@ pub fn onRecv(s: *Session, n: usize) void {
 
 /// `n` bytes of the batch (iovecs, then file) were sent.
 pub fn onSend(s: *Session, n: usize) void {
-    const state = s.state.?;
+    const state = s.state orelse return;
     const x = state.x;
     const w = s.worker();
     s.deadlines().send_ms = w.now_ms + w.config.write_timeout_ms;
@@ -449,7 +469,7 @@ fn settle(s: *Session) void {
 
 /// The write side was shut down; start lingering.
 pub fn onShutdown(s: *Session) void {
-    const state = s.state.?;
+    const state = s.state orelse return;
     state.phase = .linger;
     s.deadlines().read_ms = s.worker().now_ms + s.worker().config.linger_timeout_ms;
 }
@@ -462,7 +482,7 @@ pub fn onError(s: *Session) void {
 
 /// `deadline()` has passed.
 pub fn onTimeout(s: *Session) void {
-    const state = s.state.?;
+    const state = s.state orelse return;
     const w = s.worker();
     if (state.x.sending()) {
         state.phase = .closed; // the client stopped reading
@@ -476,15 +496,13 @@ pub fn onTimeout(s: *Session) void {
                 return s.goAway(.enhance_your_calm, "flow-control window closed for too long");
             }
             if (state.stream_count == 0) return s.goAway(.no_error, "idle");
-            // Requests whose bodies stopped coming are answered 408, the others finish.
-            var answered = false;
+            // Requests whose bodies stopped coming are answered 408, the others go on.
             for (state.streams[0..state.stream_count]) |*st| {
                 if (st.remote_closed or st.send != .waiting) continue;
+                if (w.now_ms < st.progress_ms + w.config.body_timeout_ms) continue;
                 s.answer(st, .request_timeout, "request body not received in time");
-                answered = true;
             }
-            s.deadlines().read_ms = w.now_ms + w.config.body_timeout_ms;
-            if (answered) s.fill() else s.goAway(.no_error, "no progress");
+            s.fill();
         },
     }
 }
@@ -558,7 +576,14 @@ fn beginFrame(s: *Session, h: frame.Header) void {
     } else switch (h.type) {
         .data => s.dataBegin(h),
         .headers => s.headersBegin(h),
-        else => {},
+        .goaway => {
+            // The client is leaving: no new stream will come; those it keeps finish. Its
+            // payload (last stream id, code, debug text) changes nothing here.
+            state.goaway_sent = true;
+            state.in_skip = true;
+        },
+        .settings, .ping, .window_update, .rst_stream, .priority, .continuation => {},
+        else => state.in_skip = true, // unknown types are ignored (§4.1, §5.5)
     }
     if (state.phase != .frames) return;
     if (h.length == 0) s.payload("");
@@ -634,11 +659,6 @@ fn control(s: *Session, h: frame.Header, bytes: []const u8) void {
             if (h.has(frame.Flags.ack)) return;
             s.writeControl(frame.header_len + 8, .ping_ack, 0, .no_error, 0, bytes[0..8]);
         },
-        .goaway => {
-            // The client is leaving: no new stream will come; those it keeps finish.
-            state.goaway_sent = true;
-            if (state.stream_count == 0) state.phase = .closing;
-        },
         .window_update => s.windowUpdate(h.stream_id, frame.windowIncrement(bytes)),
         .rst_stream => {
             if (h.stream_id > state.last_stream) return s.goAway(.protocol_error, "RST_STREAM on an idle stream");
@@ -681,7 +701,10 @@ fn windowUpdate(s: *Session, stream_id: u31, increment: u31) void {
         return s.resetStream(stream_id, .protocol_error);
     }
     st.send_window += increment;
-    if (st.send_window > frame.window_max) return s.resetStream(stream_id, .flow_control_error);
+    if (st.send_window > frame.window_max) {
+        s.glitch(); // a reset the client provoked: MadeYouReset
+        return s.resetStream(stream_id, .flow_control_error);
+    }
 }
 
 /// A DATA frame's header arrived: flow control and the stream's state.
@@ -696,6 +719,7 @@ fn dataBegin(s: *Session, h: frame.Header) void {
     if (h.length > state.conn_recv_window) return s.goAway(.flow_control_error, "DATA beyond the connection window");
     state.conn_recv_window -= h.length;
     const index = s.find(h.stream_id) orelse {
+        if (s.resetLately(h.stream_id)) return; // in flight when this side reset it
         s.glitch();
         return s.resetStream(h.stream_id, .stream_closed);
     };
@@ -704,7 +728,10 @@ fn dataBegin(s: *Session, h: frame.Header) void {
         s.glitch();
         return s.resetStream(h.stream_id, .stream_closed);
     }
-    if (h.length > st.recv_window) return s.resetStream(h.stream_id, .flow_control_error);
+    if (h.length > st.recv_window) {
+        s.glitch();
+        return s.resetStream(h.stream_id, .flow_control_error);
+    }
     st.recv_window -= h.length;
     state.data_stream = h.stream_id;
 }
@@ -756,15 +783,20 @@ fn dataEnd(s: *Session, h: frame.Header) void {
 
 /// Request body bytes for `st`.
 fn bodyBytes(s: *Session, st: *Stream, bytes: []const u8) void {
+    const state = s.state.?;
     const config = s.worker().config;
     st.received += bytes.len;
+    st.progress_ms = s.worker().now_ms;
     if (st.send != .waiting) return; // answered already: dropped
     switch (st.body_mode) {
         .discard => {},
         .buffer => {
             if (st.received > config.body_bytes_max) return s.answer(st, .content_too_large, "request body too large");
+            if (state.body_bytes + bytes.len > config.http2_connection_body_bytes_max)
+                return s.answer(st, .service_unavailable, "too many request body bytes buffered on this connection");
             st.body.appendSlice(st.x.arena.allocator(), bytes) catch
                 return s.answer(st, .service_unavailable, "server out of memory for request bodies");
+            state.body_bytes += bytes.len;
         },
         .stream => {
             if (st.received > config.streamed_body_bytes_max) return s.answer(st, .content_too_large, "request body too large");
@@ -829,7 +861,10 @@ fn headerBlock(s: *Session, id: u31, end_stream: bool, block: []const u8) void {
         if (request.checkTrailers(decoded.fields)) |why| return s.malformed(index, why);
         return s.endOfRequest(index);
     }
-    if (id <= state.last_stream) return s.goAway(.stream_closed, "HEADERS on a closed stream");
+    if (id <= state.last_stream) {
+        if (s.resetLately(id)) return; // trailers in flight when this side reset the stream
+        return s.goAway(.stream_closed, "HEADERS on a closed stream");
+    }
     state.last_stream = id;
     if (state.goaway_sent) return; // after GOAWAY new streams are ignored (§6.8)
     if (state.block_self_dependent) {
@@ -850,6 +885,7 @@ fn headerBlock(s: *Session, id: u31, end_stream: bool, block: []const u8) void {
         .remote_closed = end_stream,
         .recv_window = w.config.http2_stream_window_bytes,
         .send_window = state.peer_initial_window,
+        .progress_ms = w.now_ms,
     };
     const st = &state.streams[index];
     x.arena.beginRequest();
@@ -1058,7 +1094,7 @@ fn find(s: *const Session, id: u31) ?u32 {
 fn forget(s: *Session, index: u32) void {
     const state = s.state.?;
     const st = &state.streams[index];
-    if (state.x.sending() or st.send == .body or st.send == .done) {
+    if (state.x.sending()) {
         // Its bytes may be in the batch (its file too): release it when the batch is out.
         st.finished = true;
         st.send = .done;
@@ -1078,7 +1114,20 @@ fn removeStream(s: *Session, index: u32) void {
 /// RST_STREAM for `id`, and the stream forgotten if this side holds it.
 fn resetStream(s: *Session, id: u31, code: frame.ErrorCode) void {
     if (s.find(id)) |index| s.forget(index);
+    s.rememberReset(id);
     s.writeControl(frame.header_len + 4, .rst_stream, id, code, 0, undefined);
+}
+
+fn rememberReset(s: *Session, id: u31) void {
+    const state = s.state.?;
+    state.reset_ids[state.reset_next] = id;
+    state.reset_next = @intCast((state.reset_next + 1) % reset_ids_len);
+}
+
+/// Whether this side reset stream `id` lately (see `State.reset_ids`).
+fn resetLately(s: *const Session, id: u31) bool {
+    const state = s.state.?;
+    return std.mem.findScalar(u31, &state.reset_ids, id) != null;
 }
 
 /// One more frame that did no useful work; too many in too short a time end the connection.
@@ -1160,6 +1209,7 @@ fn fill(s: *Session) void {
     if (state.phase != .frames and state.phase != .closing) return;
     if (state.goaway_pending and x.file == null) s.sendGoaway(.no_error, "shutting down");
     var blocked = false;
+    var data_sent = false;
     var progress = true;
     rounds: while (progress and state.stream_count > 0) {
         progress = false;
@@ -1177,7 +1227,10 @@ fn fill(s: *Session) void {
                     progress = true;
                 },
                 .body => switch (s.writeData(st)) {
-                    .sent => progress = true,
+                    .sent => {
+                        progress = true;
+                        data_sent = true;
+                    },
                     .blocked => blocked = true,
                     .full => break :rounds,
                 },
@@ -1185,12 +1238,12 @@ fn fill(s: *Session) void {
         }
         state.round_robin +%= 1;
     }
-    if (x.sending()) {
-        s.deadlines().send_ms = w.now_ms + w.config.write_timeout_ms;
+    if (x.sending()) s.deadlines().send_ms = w.now_ms + w.config.write_timeout_ms;
+    // Only DATA going out is progress for a response waiting on a window (a PING answered
+    // is not).
+    if (data_sent or !blocked) {
         state.blocked_since_ms = 0;
-    } else if (blocked) {
-        if (state.blocked_since_ms == 0) state.blocked_since_ms = w.now_ms;
-    } else state.blocked_since_ms = 0;
+    } else if (state.blocked_since_ms == 0) state.blocked_since_ms = w.now_ms;
 }
 
 /// Encodes the stream's response head (or its 100 Continue) into HEADERS (and CONTINUATION)
@@ -1200,8 +1253,9 @@ fn writeHeaders(s: *Session, st: *Stream) bool {
     const x = state.x;
     const w = s.worker();
     if (st.continue_pending) {
-        var block: [8]u8 = undefined;
-        const n = state.encoder.encode(&block, ":status", "100", .allowed) catch unreachable;
+        var block: [24]u8 = undefined;
+        var n = state.encoder.begin(&block) catch unreachable; // size updates come first
+        n += state.encoder.encode(block[n..], ":status", "100", .allowed) catch unreachable;
         const out = x.reserveOut(frame.header_len + n) orelse return false;
         (frame.Header{ .length = @intCast(n), .type = .headers, .flags = frame.Flags.end_headers, .stream_id = st.id }).write(out[0..frame.header_len]);
         @memcpy(out[frame.header_len..][0..n], block[0..n]);
@@ -1270,9 +1324,9 @@ fn writeHeaders(s: *Session, st: *Stream) bool {
         // HEADERS then CONTINUATION frames: the block is moved along to make room for each
         // frame's header (rare: a head larger than the client's frame size).
         const block = st.x.arena.allocator().dupe(u8, staging[block_start..n]) catch {
-            st.send = .done;
-            s.resetStream(st.id, .internal_error);
-            return true;
+            // The encoder's table has moved on: nothing can be said on this connection now.
+            s.goAway(.internal_error, "out of memory for a response head");
+            return false;
         };
         var at: usize = 0;
         var written: usize = 0;
@@ -1310,7 +1364,10 @@ fn responseDone(s: *Session, st: *Stream) void {
     // A response given before the whole request came: the rest of it is not wanted. (Behind
     // a file's last frame nothing may follow in the batch: the client then learns it from
     // the STREAM_CLOSED its next DATA gets.)
-    if (!st.remote_closed and s.state.?.x.file == null) s.writeControlForStream(st.id, .no_error);
+    if (!st.remote_closed and s.state.?.x.file == null) {
+        s.writeControlForStream(st.id, .no_error);
+        s.rememberReset(st.id);
+    }
 }
 
 /// RST_STREAM written while filling a batch (not a flood answer: room was checked).
@@ -1363,7 +1420,6 @@ fn writeData(s: *Session, st: *Stream) DataOutcome {
     if (last) s.responseDone(st);
     return .sent;
 }
-
 
 test {
     _ = request; // the session's own tests run on the simulated engine: src/http2_test.zig

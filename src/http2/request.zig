@@ -5,6 +5,7 @@
 //! copied out of the decoder's scratch into the stream's own memory, so the head lives as long
 //! as the stream. No allocation beyond what the caller's `spill` gives; no I/O.
 const std = @import("std");
+const assert = std.debug.assert;
 const http = @import("../http.zig");
 const hpack = @import("hpack.zig");
 const scan = @import("../http1/scan.zig");
@@ -124,15 +125,18 @@ pub fn build(fields: []const hpack.Field, storage: *Storage, headers: []http.Hea
         if (count == headers.len) return tooMany();
         const joined = storage.spill.alloc(u8, cookie_len - 2) catch return outOfMemory();
         var at: usize = 0;
+        var first = true;
         for (fields) |field| {
             if (!std.mem.eql(u8, field.name, "cookie")) continue;
-            if (at > 0) {
+            if (!first) {
                 @memcpy(joined[at..][0..2], "; ");
                 at += 2;
             }
             @memcpy(joined[at..][0..field.value.len], field.value);
             at += field.value.len;
+            first = false;
         }
+        assert(at == joined.len);
         headers[count] = .{ .name = "cookie", .value = joined };
         count += 1;
     }
@@ -289,6 +293,21 @@ test "request: malformed lists (RFC 9113 §8.1.1, §8.2, §8.3)" {
     var one: [1]http.Header = undefined;
     const many = buildFrom(&(base ++ [_]hpack.Field{ .{ .name = "a", .value = "1" }, .{ .name = "b", .value = "2" } }), &bytes, &one);
     try testing.expectEqual(http.Status.request_header_fields_too_large, many.refuse.status);
+}
+
+test "request: empty cookie fields join without gaps or stray bytes" {
+    var arena_state: std.heap.ArenaAllocator = .init(testing.allocator);
+    defer arena_state.deinit();
+    var bytes: [256]u8 = undefined;
+    var headers: [8]http.Header = undefined;
+    var storage: Storage = .{ .bytes = &bytes, .spill = arena_state.allocator() };
+    const fields = [_]hpack.Field{
+        .{ .name = ":method", .value = "GET" }, .{ .name = ":scheme", .value = "https" },
+        .{ .name = ":path", .value = "/" },     .{ .name = "cookie", .value = "" },
+        .{ .name = "cookie", .value = "" },     .{ .name = "cookie", .value = "a=1" },
+    };
+    const head = build(&fields, &storage, &headers).head.head;
+    try testing.expectEqualStrings("; ; a=1", head.headers[0].value);
 }
 
 test "request: trailers carry no pseudo-header fields" {
