@@ -626,3 +626,27 @@ test "http2: a WINDOW_UPDATE that overflows a stream's window is a reset the bud
         }
     }.check);
 }
+
+test "http2: an idle connection gives its exchange back, and borrows one for the next request" {
+    var fixture: Fixture = undefined;
+    try fixture.init(.{});
+    defer fixture.deinit();
+    var c: @import("Connection.zig") = .init(&fixture.worker);
+    defer c.deinit();
+    var output: std.ArrayList(u8) = .empty;
+    defer output.deinit(testing.allocator);
+    var client: Client = undefined;
+    try client.init();
+    defer client.deinit();
+    try client.request(1, "GET", "/hello", true);
+    try feed(&c, client.bytes.items, &output);
+    try testing.expectEqual(@as(u32, 0), fixture.worker.exchanges_busy);
+    client.bytes.clearRetainingCapacity();
+    try client.request(3, "GET", "/hello", true);
+    try feed(&c, client.bytes.items, &output);
+    try testing.expectEqual(@as(u32, 0), fixture.worker.exchanges_busy);
+    var seen = try parseOutput(output.items);
+    defer seen.deinit();
+    try testing.expectEqualStrings("Hello, World!", seen.get(1).?.body.items);
+    try testing.expectEqualStrings("Hello, World!", seen.get(3).?.body.items);
+}

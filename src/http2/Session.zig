@@ -129,12 +129,19 @@ const copy_payload_max = 1024;
 const window_update_divisor = 2;
 /// Stream ids remembered as reset by this side.
 const reset_ids_len = 32;
+/// Streams a connection's table holds at first; it doubles, up to `http2_streams_max`, when a
+/// client keeps more open (so an idle connection stays small).
+const streams_initial = 4;
 
 pub const State = struct {
     worker_gpa: std.mem.Allocator,
     /// The connection's buffers: `recv` for the socket's bytes (`head_start` is the first not
-    /// yet read), `out` and the iovecs for the batch, the arena for a header block.
-    x: *Exchange,
+    /// yet read), `out` and the iovecs for the batch, the arena for a header block. Given back
+    /// while the connection is idle (no stream, nothing to send, no frame half read), as an
+    /// idle HTTP/1 connection gives its back, and borrowed again for the next bytes.
+    x: ?*Exchange,
+    /// Never used: no pool thread ever holds an HTTP/2 connection (`handling`).
+    completion: Exchange.CompletionLink = .{},
     phase: Phase = .preface,
     preface_matched: u8 = 0,
 
@@ -196,6 +203,12 @@ pub const State = struct {
     /// Glitch budget (tokens) and when it was last refilled.
     glitch_tokens: u32,
     glitch_refilled_ms: u64,
+
+    /// Whether bytes of a batch remain to be sent.
+    fn sending(state: *const State) bool {
+        const x = state.x orelse return false;
+        return x.sending();
+    }
 };
 
 /// The connection this session belongs to.
@@ -221,7 +234,7 @@ pub fn open(s: *Session, x: *Exchange) bool {
     const table_bytes = config.http2_header_table_bytes;
     const ring_len = hpack.DynamicTable.ringLength(table_bytes);
     const state = gpa.create(State) catch return s.refuse(x);
-    const streams = gpa.alloc(Stream, config.http2_streams_max) catch {
+    const streams = gpa.alloc(Stream, @min(config.http2_streams_max, streams_initial)) catch {
         gpa.destroy(state);
         return s.refuse(x);
     };
@@ -283,10 +296,11 @@ pub fn deinit(s: *Session) void {
     const w = s.worker();
     for (state.streams[0..state.stream_count]) |*st| s.dropStream(st);
     state.stream_count = 0;
-    const x = state.x;
-    x.iovec_index = x.iovec_count;
-    x.file = null;
-    w.releaseExchange(x);
+    if (state.x) |x| {
+        x.iovec_index = x.iovec_count;
+        x.file = null;
+        w.releaseExchange(x);
+    }
     const gpa = state.worker_gpa;
     const table_bytes = state.decoder.table.bytes.len;
     gpa.free(state.decoder.table.bytes.ptr[0 .. 2 * table_bytes]);
@@ -317,9 +331,10 @@ pub fn next(s: *const Session) Next {
         .linger => return .recv,
         else => {},
     }
-    const x = state.x;
-    if (x.iovec_index < x.iovec_count) return .{ .send = x.iovecs[x.iovec_index..x.iovec_count] };
-    if (x.file) |file| return .{ .send_file = file };
+    if (state.x) |x| {
+        if (x.iovec_index < x.iovec_count) return .{ .send = x.iovecs[x.iovec_index..x.iovec_count] };
+        if (x.file) |file| return .{ .send_file = file };
+    }
     if (state.phase == .closing) return .shutdown;
     return .recv;
 }
@@ -346,7 +361,7 @@ pub fn idle(_: *const Session) bool {
 }
 
 pub fn completionLink(s: *Session) *Exchange.CompletionLink {
-    return &s.state.?.x.completion;
+    return &s.state.?.completion;
 }
 
 pub fn onWake(_: *Session) void {}
@@ -362,8 +377,7 @@ pub fn runHandlerOnPool(_: *Session) void {
 /// When the engine must call `onTimeout`.
 pub fn deadline(s: *const Session) u64 {
     const state = s.state orelse return std.math.maxInt(u64);
-    const x = state.x;
-    if (x.sending()) return s.deadlines().send_ms;
+    if (state.sending()) return s.deadlines().send_ms;
     if (state.phase != .frames or state.stream_count == 0) return s.deadlines().read_ms;
     // Each request whose body is still coming has its own deadline; a response waiting on a
     // closed window has the connection's. Frames that serve no stream move neither.
@@ -380,7 +394,11 @@ pub fn deadline(s: *const Session) u64 {
 /// The buffer to read into.
 pub fn recvBuffer(s: *Session) ?[]u8 {
     const state = s.state orelse return null;
-    const x = state.x;
+    const x = state.x orelse blk: {
+        const x = s.worker().acquireExchange() orelse return null;
+        state.x = x;
+        break :blk x;
+    };
     if (state.phase == .linger) return x.recv_small;
     assert(!x.sending());
     if (x.head_start > 0) {
@@ -394,7 +412,21 @@ pub fn recvBuffer(s: *Session) ?[]u8 {
     return x.recv[x.recv_end..];
 }
 
-pub fn onWouldBlock(_: *Session) void {}
+/// The read found nothing: give the exchange back if the connection is idle.
+pub fn onWouldBlock(s: *Session) void {
+    s.releaseIfIdle();
+}
+
+/// Gives the connection's exchange back when nothing needs it: no stream, nothing to send, no
+/// frame or header block half read, no GOAWAY waiting to go.
+fn releaseIfIdle(s: *Session) void {
+    const state = s.state orelse return;
+    const x = state.x orelse return;
+    if (state.phase != .frames or state.stream_count > 0 or state.goaway_pending) return;
+    if (x.sending() or x.head_start != x.recv_end or state.in != null or state.block_stream != 0) return;
+    s.worker().releaseExchange(x);
+    state.x = null;
+}
 
 /// `n` bytes were read into `recvBuffer()`; 0 means the client closed its side.
 pub fn onRecv(s: *Session, n: usize) void {
@@ -405,16 +437,17 @@ pub fn onRecv(s: *Session, n: usize) void {
         return;
     }
     if (state.phase == .linger) return;
-    state.x.recv_end += @intCast(n);
+    state.x.?.recv_end += @intCast(n);
     s.consume();
     s.fill();
     s.settle();
+    s.releaseIfIdle();
 }
 
 /// `n` bytes of the batch (iovecs, then file) were sent.
 pub fn onSend(s: *Session, n: usize) void {
     const state = s.state orelse return;
-    const x = state.x;
+    const x = state.x.?; // a batch is being sent
     const w = s.worker();
     s.deadlines().send_ms = w.now_ms + w.config.write_timeout_ms;
     if (x.iovec_index < x.iovec_count) {
@@ -450,6 +483,7 @@ fn batchSent(s: *Session) void {
     }
     s.fill();
     s.settle();
+    s.releaseIfIdle();
 }
 
 /// Sets the read deadline for what the connection waits for now, and starts closing a
@@ -459,7 +493,7 @@ fn settle(s: *Session) void {
     const w = s.worker();
     if (state.phase != .frames) return;
     if (state.stream_count == 0) {
-        if (state.goaway_sent and !state.x.sending()) {
+        if (state.goaway_sent and !state.sending()) {
             state.phase = .closing;
             return;
         }
@@ -484,7 +518,7 @@ pub fn onError(s: *Session) void {
 pub fn onTimeout(s: *Session) void {
     const state = s.state orelse return;
     const w = s.worker();
-    if (state.x.sending()) {
+    if (state.sending()) {
         state.phase = .closed; // the client stopped reading
         return;
     }
@@ -512,7 +546,7 @@ pub fn drain(s: *Session) void {
     const state = s.state orelse return;
     if (state.goaway_sent or state.goaway_pending) return;
     if (state.phase != .frames and state.phase != .preface) return;
-    if (state.x.sending()) {
+    if (state.sending()) {
         state.goaway_pending = true;
         return;
     }
@@ -526,7 +560,7 @@ pub fn drain(s: *Session) void {
 /// Reads every whole frame (and the start of a DATA frame's payload) in the receive buffer.
 fn consume(s: *Session) void {
     const state = s.state.?;
-    const x = state.x;
+    const x = state.x orelse return; // nothing received since it was given back
     while (x.head_start < x.recv_end) {
         if (state.phase != .preface and state.phase != .frames) {
             x.head_start = x.recv_end; // a connection that is closing reads no more
@@ -608,18 +642,18 @@ fn payload(s: *Session, chunk: []const u8) void {
         .headers, .continuation => {
             if (state.block.items.len + chunk.len > s.worker().config.header_bytes_max)
                 return s.goAway(.enhance_your_calm, "a header block larger than header_bytes_max");
-            state.block.appendSlice(state.x.arena.allocator(), chunk) catch
+            state.block.appendSlice(state.x.?.arena.allocator(), chunk) catch
                 return s.goAway(.internal_error, "out of memory for a header block");
             if (last) s.blockFrameEnd(h);
         },
         else => {
             if (last and state.in_payload.items.len == 0) return s.control(h, chunk);
-            state.in_payload.appendSlice(state.x.arena.allocator(), chunk) catch
+            state.in_payload.appendSlice(state.x.?.arena.allocator(), chunk) catch
                 return s.goAway(.internal_error, "out of memory for a frame");
             if (!last) return;
             s.control(h, state.in_payload.items);
             state.in_payload = .empty;
-            if (state.block_stream == 0) state.x.arena.reset();
+            if (state.block_stream == 0) state.x.?.arena.reset();
         },
     }
 }
@@ -839,7 +873,7 @@ fn blockFrameEnd(s: *Session, h: frame.Header) void {
     state.block_stream = 0;
     s.headerBlock(id, state.block_end_stream, state.block.items);
     state.block = .empty;
-    if (state.phase == .frames) state.x.arena.reset();
+    if (state.phase == .frames) state.x.?.arena.reset();
 }
 
 /// A whole header block for stream `id`.
@@ -871,10 +905,15 @@ fn headerBlock(s: *Session, id: u31, end_stream: bool, block: []const u8) void {
         s.glitch();
         return s.resetStream(id, .protocol_error);
     }
-    if (state.stream_count == state.streams.len) {
+    if (state.stream_count == w.config.http2_streams_max) {
         // §5.1.2: more than SETTINGS_MAX_CONCURRENT_STREAMS.
         s.glitch();
         return s.resetStream(id, .refused_stream);
+    }
+    if (state.stream_count == state.streams.len) {
+        const larger = @min(2 * state.streams.len, w.config.http2_streams_max);
+        state.streams = state.worker_gpa.realloc(state.streams, larger) catch
+            return s.resetStream(id, .refused_stream);
     }
     const x = w.acquireExchange() orelse return s.resetStream(id, .refused_stream);
     const index = state.stream_count;
@@ -1094,7 +1133,7 @@ fn find(s: *const Session, id: u31) ?u32 {
 fn forget(s: *Session, index: u32) void {
     const state = s.state.?;
     const st = &state.streams[index];
-    if (state.x.sending()) {
+    if (state.sending()) {
         // Its bytes may be in the batch (its file too): release it when the batch is out.
         st.finished = true;
         st.send = .done;
@@ -1156,7 +1195,7 @@ fn writeControl(s: *Session, len: usize, kind: ControlKind, stream_id: u31, code
     const state = s.state.?;
     if (state.phase != .frames and state.phase != .preface) return;
     assert(len <= control_frame_bytes_max);
-    const x = state.x;
+    const x = state.x.?; // control frames answer frames just read
     if (x.file != null or x.out.len - x.out_len < len + goaway_reserve or x.iovec_count + 2 > Exchange.iovec_max)
         return s.goAway(.enhance_your_calm, "control frames faster than they are read");
     const out = x.reserveOut(len).?;
@@ -1181,7 +1220,15 @@ fn goAway(s: *Session, code: frame.ErrorCode, why: []const u8) void {
 
 fn sendGoaway(s: *Session, code: frame.ErrorCode, why: []const u8) void {
     const state = s.state.?;
-    const x = state.x;
+    const x = state.x orelse blk: {
+        // Idle, with its exchange given back: borrow one to say it.
+        const x = s.worker().acquireExchange() orelse {
+            state.phase = .closed;
+            return;
+        };
+        state.x = x;
+        break :blk x;
+    };
     state.goaway_sent = true;
     state.goaway_pending = false;
     const debug = why[0..@min(why.len, goaway_reserve - frame.header_len - 8)];
@@ -1204,9 +1251,13 @@ fn sendGoaway(s: *Session, code: frame.ErrorCode, why: []const u8) void {
 /// windows and the batch's room allow.
 fn fill(s: *Session) void {
     const state = s.state.?;
-    const x = state.x;
     const w = s.worker();
     if (state.phase != .frames and state.phase != .closing) return;
+    if (state.stream_count == 0 and !state.goaway_pending) {
+        state.blocked_since_ms = 0;
+        return;
+    }
+    const x = state.x.?; // held while a stream is, and while a GOAWAY waits
     if (state.goaway_pending and x.file == null) s.sendGoaway(.no_error, "shutting down");
     var blocked = false;
     var data_sent = false;
@@ -1250,7 +1301,7 @@ fn fill(s: *Session) void {
 /// frames. False when the batch has no room for it now.
 fn writeHeaders(s: *Session, st: *Stream) bool {
     const state = s.state.?;
-    const x = state.x;
+    const x = state.x.?;
     const w = s.worker();
     if (st.continue_pending) {
         var block: [24]u8 = undefined;
@@ -1364,7 +1415,7 @@ fn responseDone(s: *Session, st: *Stream) void {
     // A response given before the whole request came: the rest of it is not wanted. (Behind
     // a file's last frame nothing may follow in the batch: the client then learns it from
     // the STREAM_CLOSED its next DATA gets.)
-    if (!st.remote_closed and s.state.?.x.file == null) {
+    if (!st.remote_closed and s.state.?.x.?.file == null) {
         s.writeControlForStream(st.id, .no_error);
         s.rememberReset(st.id);
     }
@@ -1372,7 +1423,7 @@ fn responseDone(s: *Session, st: *Stream) void {
 
 /// RST_STREAM written while filling a batch (not a flood answer: room was checked).
 fn writeControlForStream(s: *Session, id: u31, code: frame.ErrorCode) void {
-    const x = s.state.?.x;
+    const x = s.state.?.x.?;
     const out = x.reserveOut(frame.header_len + 4) orelse return;
     x.appendIovec(out[0..frame.writeRstStream(out, id, code)]);
 }
@@ -1382,7 +1433,7 @@ const DataOutcome = enum { sent, blocked, full };
 /// Adds one DATA frame of the stream's body to the batch.
 fn writeData(s: *Session, st: *Stream) DataOutcome {
     const state = s.state.?;
-    const x = state.x;
+    const x = state.x.?;
     const remaining: u64 = if (st.file) |f| f.len else st.body_left.len;
     assert(remaining > 0);
     const window = @min(st.send_window, state.conn_send_window);

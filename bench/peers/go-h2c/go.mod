@@ -1,0 +1,3 @@
+module saker.bench/go-h2c
+
+go 1.24
