@@ -8,7 +8,7 @@
 //! -Doptimize=debug|safe|fast|small is honoured by everything but `bench`.
 const std = @import("std");
 
-const examples = [_][]const u8{ "hello", "counter", "echo", "router", "arena", "ws-echo", "ws-chat" };
+const examples = [_][]const u8{ "hello", "counter", "echo", "router", "arena", "ws-echo", "ws-chat", "grpc-echo" };
 
 /// Files under tests/compile_errors/ that must not compile, and what the error must say.
 const compile_errors = [_]struct { file: []const u8, message: []const u8 }{
@@ -143,7 +143,7 @@ pub fn build(b: *std.Build) void {
     const bench_queue_tests = suite.add("bench-queue", "bench/queue.zig", &.{saker_import});
     const hardening_tests = suite.add("hardening", "tests/hardening.zig", &.{ saker_import, .{ .name = "build_options", .module = options.createModule() } });
     const tls_tests = suite.add("tls", "tests/tls.zig", &.{ saker_import, .{ .name = "build_options", .module = options.createModule() } });
-    const http2_tests = suite.add("http2", "tests/http2.zig", &.{saker_import});
+    const http2_tests = suite.add("http2", "tests/http2.zig", &.{ saker_import, .{ .name = "build_options", .module = options.createModule() } });
     // The layering rules (docs/architecture.md), checked by reading the sources.
     const layering_options = b.addOptions();
     layering_options.addOptionPath("src_root", b.path("src/root.zig"));

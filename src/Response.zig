@@ -28,6 +28,8 @@ keep_alive: bool = true,
 arena: std.mem.Allocator,
 /// Fields added with `header`, in order.
 header_list: std.ArrayList(http.Header),
+/// Trailer fields added with `trailer`, in order (in `arena`).
+trailer_list: std.ArrayList(http.Header) = .empty,
 /// Where the body comes from.
 body: Body = .buffered,
 /// Buffers the body written with `print`, `writeAll` and `writer()`.
@@ -116,6 +118,7 @@ pub fn reset(res: *Response, options: struct {
     res.content_type = null;
     res.keep_alive = true;
     res.header_list.items.len = 0;
+    res.trailer_list = .empty; // its memory went with the arena
     res.body = .buffered;
     res.body_writer.buffer = options.body_buffer;
     res.body_writer.end = 0;
@@ -134,6 +137,23 @@ pub fn header(res: *Response, name: []const u8, value: []const u8) Error!void {
     if (managed(name)) return res.fail(error.InvalidHeader);
     res.header_list.appendBounded(.{ .name = name, .value = value }) catch
         return res.fail(error.TooManyHeaders);
+}
+
+/// Adds a trailer field, sent after the body: over HTTP/2 as a HEADERS frame that ends the
+/// stream (gRPC's `grpc-status` travels so), over HTTP/1.1 in the last chunk of a chunked
+/// (streamed) body. A response sent with Content-Length over HTTP/1.1 has no place for them:
+/// they are dropped there. At most `response_header_count_max` of them.
+pub fn trailer(res: *Response, name: []const u8, value: []const u8) Error!void {
+    if (!ResponseHead.validField(name, value)) return res.fail(error.InvalidHeader);
+    if (managed(name)) return res.fail(error.InvalidHeader);
+    if (res.trailer_list.items.len >= res.header_list.capacity) return res.fail(error.TooManyHeaders);
+    res.trailer_list.append(res.arena, .{ .name = name, .value = value }) catch
+        return res.fail(error.OutOfMemory);
+}
+
+/// The trailer fields added so far.
+pub fn trailers(res: *const Response) []const http.Header {
+    return res.trailer_list.items;
 }
 
 fn managed(name: []const u8) bool {
@@ -255,6 +275,7 @@ pub fn rollback(res: *Response, point: Mark) bool {
     if (res.streaming) return false;
     assert(point.header_count <= res.header_list.items.len);
     res.header_list.shrinkRetainingCapacity(point.header_count);
+    res.trailer_list = .empty;
     if (res.body == .file) res.body.file.done();
     res.body = .buffered;
     res.body_writer.end = 0;
@@ -426,6 +447,22 @@ test "Response: json, redirect, cookies" {
     try std.testing.expectEqual(http.Status.see_other, res.status);
     try std.testing.expectEqualStrings("Location", res.headers()[1].name);
     try std.testing.expectEqual(@as(u64, 0), res.contentLength());
+}
+
+test "Response: trailers are checked like header fields and bounded like them" {
+    var arena_state: std.heap.ArenaAllocator = .init(std.testing.allocator);
+    defer arena_state.deinit();
+    var storage: [2]http.Header = undefined;
+    var buffer: [8]u8 = undefined;
+    var res = testResponse(&buffer, &storage);
+    res.arena = arena_state.allocator();
+    try res.trailer("grpc-status", "0");
+    try std.testing.expectError(error.InvalidHeader, res.trailer("Content-Length", "1"));
+    try std.testing.expectError(error.InvalidHeader, res.trailer("x", "a\r\nb"));
+    try res.trailer("x-sum", "6");
+    try std.testing.expectError(error.TooManyHeaders, res.trailer("x-more", "1"));
+    try std.testing.expectEqual(@as(usize, 2), res.trailers().len);
+    try std.testing.expectEqualStrings("x-sum", res.trailers()[1].name);
 }
 
 test "Response: rollback drops what came after the mark" {

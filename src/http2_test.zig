@@ -28,6 +28,13 @@ const Handler = struct {
             for (0..n) |i| try res.writer().writeByte(@intCast('a' + i % 26));
         } else if (std.mem.eql(u8, req.path, "/fail")) {
             return error.Boom;
+        } else if (std.mem.eql(u8, req.path, "/trailers")) {
+            res.content_type = "application/grpc";
+            try res.writeAll("abc");
+            try res.trailer("grpc-status", "0");
+            try res.trailer("X-Sum", "6");
+        } else if (std.mem.eql(u8, req.path, "/trailers-only")) {
+            try res.trailer("grpc-status", "12");
         } else if (std.mem.eql(u8, req.path, "/header")) {
             try res.header("X-Test", "Yes");
             res.status = .created;
@@ -129,6 +136,7 @@ const Seen = struct {
         id: u31,
         status: ?[]const u8 = null,
         headers: std.ArrayList(hpack.Field) = .empty,
+        trailers: std.ArrayList(hpack.Field) = .empty,
         body: std.ArrayList(u8) = .empty,
         ended: bool = false,
         reset: ?frame.ErrorCode = null,
@@ -195,9 +203,14 @@ fn parseOutput(output: []const u8) !Seen {
                 var storage: [8192]u8 = undefined;
                 var fields: [64]hpack.Field = undefined;
                 const decoded = try decoder.decode(f.frame.payload, &storage, &fields);
+                const is_trailers = s.status != null;
                 for (decoded.fields) |field| {
                     const copy: hpack.Field = .{ .name = try a.dupe(u8, field.name), .value = try a.dupe(u8, field.value) };
-                    if (std.mem.eql(u8, field.name, ":status")) s.status = copy.value else try s.headers.append(a, copy);
+                    if (std.mem.eql(u8, field.name, ":status")) {
+                        s.status = copy.value;
+                    } else if (is_trailers) {
+                        try s.trailers.append(a, copy);
+                    } else try s.headers.append(a, copy);
                 }
                 if (h.has(frame.Flags.end_stream)) {
                     s.ended = true;
@@ -649,4 +662,27 @@ test "http2: an idle connection gives its exchange back, and borrows one for the
     defer seen.deinit();
     try testing.expectEqualStrings("Hello, World!", seen.get(1).?.body.items);
     try testing.expectEqualStrings("Hello, World!", seen.get(3).?.body.items);
+}
+
+test "http2: response trailers end the stream in a HEADERS frame after the body" {
+    var client: Client = undefined;
+    try client.init();
+    defer client.deinit();
+    try client.request(1, "POST", "/trailers", true);
+    try client.request(3, "GET", "/trailers-only", true);
+    try exchange(.{}, &client, &all_cuts, struct {
+        fn check(seen: *const Seen, _: *Fixture) !void {
+            const s = seen.get(1).?;
+            try testing.expectEqualStrings("abc", s.body.items);
+            try testing.expect(s.ended);
+            try testing.expectEqual(@as(usize, 2), s.trailers.items.len);
+            try testing.expectEqualStrings("grpc-status", s.trailers.items[0].name);
+            try testing.expectEqualStrings("0", s.trailers.items[0].value);
+            try testing.expectEqualStrings("x-sum", s.trailers.items[1].name);
+            const only = seen.get(3).?;
+            try testing.expectEqualStrings("200", only.status.?);
+            try testing.expectEqualStrings("12", only.trailers.items[0].value);
+            try testing.expect(only.ended);
+        }
+    }.check);
 }

@@ -10,6 +10,7 @@ const hpack = saker.http2.hpack;
 const usable = @import("engines.zig").usable;
 const skipWithout = @import("engines.zig").skipWithout;
 const Client = @import("Client.zig");
+const build_options = @import("build_options");
 
 const engines = [_]saker.engine.Kind{ .blocking, .thread_per_connection, .worker_pool, .epoll, .io_uring };
 
@@ -284,5 +285,36 @@ test "a zero-window slow read ends in GOAWAY after write_timeout_ms, without hol
         const answer = try client.readToEnd(testing.allocator);
         defer testing.allocator.free(answer);
         try testing.expectEqual(frame.ErrorCode.enhance_your_calm, goawayCode(answer).?);
+    }
+}
+
+test "gRPC: examples/grpc-echo answers a real gRPC client (grpcio): unary, server streaming, UNIMPLEMENTED" {
+    const io = testing.io;
+    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
+        var child = try std.process.spawn(io, .{
+            .argv = &.{ build_options.grpc_echo_exe, "--port", "0", "--engine", @tagName(kind), "--workers", "1" },
+            .stdout = .pipe,
+            .stderr = .ignore,
+        });
+        defer {
+            _ = std.os.linux.kill(child.id.?, std.os.linux.SIG.TERM);
+            _ = child.wait(io) catch {};
+        }
+        var buffer: [256]u8 = undefined;
+        var reader = child.stdout.?.readerStreaming(io, &buffer);
+        const line = try reader.interface.takeDelimiterExclusive('\n');
+        const prefix = "listening on http://127.0.0.1:";
+        if (!std.mem.startsWith(u8, line, prefix)) return error.UnexpectedOutput;
+        const port = line[prefix.len..];
+        const result = try run(&.{ "/usr/bin/python3", "tests/grpc/client.py", port });
+        defer freeResult(result);
+        if (result.term == .exited and result.term.exited == 127) return skipWithout("python3-grpcio", error.FileNotFound);
+        testing.expectEqualStrings(
+            "say hello over h2c\nrepeat 0 tick\nrepeat 1 tick\nrepeat 2 tick\nmissing UNIMPLEMENTED no such method\n",
+            result.stdout,
+        ) catch |err| {
+            std.debug.print("{s}\n", .{result.stderr});
+            return err;
+        };
     }
 }

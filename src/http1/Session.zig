@@ -1145,7 +1145,9 @@ fn finishStream(c: *Session, x: *Exchange) void {
     }
     var size_line: [20]u8 = undefined;
     const size = chunkSizeLine(&size_line, rest.len);
-    const framing_len = size.len + rest.len + 2 + "0\r\n\r\n".len;
+    var trailers_len: usize = 0;
+    for (res.trailers()) |t| trailers_len += t.name.len + 2 + t.value.len + 2;
+    const framing_len = size.len + rest.len + 2 + "0\r\n\r\n".len + trailers_len;
     const out = x.reserveOut(framing_len) orelse x.arena.allocator().alloc(u8, framing_len) catch
         return c.abort();
     var i: usize = 0;
@@ -1158,8 +1160,17 @@ fn finishStream(c: *Session, x: *Exchange) void {
         @memcpy(out[i..][0..2], "\r\n");
         i += 2;
     }
-    @memcpy(out[i..][0..5], "0\r\n\r\n");
-    i += 5;
+    // The last chunk, with the trailer fields (RFC 9112 §7.1.2).
+    @memcpy(out[i..][0..3], "0\r\n");
+    i += 3;
+    for (res.trailers()) |t| {
+        for ([_][]const u8{ t.name, ": ", t.value, "\r\n" }) |part| {
+            @memcpy(out[i..][0..part.len], part);
+            i += part.len;
+        }
+    }
+    @memcpy(out[i..][0..2], "\r\n");
+    i += 2;
     x.appendIovec(out[0..i]);
 }
 

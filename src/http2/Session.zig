@@ -115,7 +115,7 @@ const Stream = struct {
     early: bool = false,
 
     const BodyMode = enum { buffer, stream, discard };
-    const Send = enum { waiting, headers, body, done };
+    const Send = enum { waiting, headers, body, trailers, done };
 };
 
 /// Bytes a control frame the client asks for may take at most (a PING acknowledgement is 17,
@@ -1074,6 +1074,7 @@ fn answer(s: *Session, st: *Stream, status: http.Status, message: []const u8) vo
     res.status = status;
     res.content_type = "text/plain; charset=utf-8";
     res.header_list.items.len = 0;
+    res.trailer_list = .empty;
     res.failure = null;
     res.body = .buffered;
     res.body_writer.end = 0;
@@ -1277,6 +1278,10 @@ fn fill(s: *Session) void {
                     if (!s.writeHeaders(st)) break :rounds;
                     progress = true;
                 },
+                .trailers => {
+                    if (!s.writeTrailers(st)) break :rounds;
+                    progress = true;
+                },
                 .body => switch (s.writeData(st)) {
                     .sent => {
                         progress = true;
@@ -1360,7 +1365,8 @@ fn writeHeaders(s: *Session, st: *Stream) bool {
         n += state.encoder.encode(staging[n..], name, f.value, .allowed) catch unreachable;
     }
     const block_len = n - block_start;
-    const end_stream: u8 = if (has_body) 0 else frame.Flags.end_stream;
+    const has_trailers = res.trailers().len > 0 and !res.discard_body;
+    const end_stream: u8 = if (has_body or has_trailers) 0 else frame.Flags.end_stream;
     if (block_len <= state.peer_frame_max) {
         (frame.Header{
             .length = @intCast(block_len),
@@ -1404,7 +1410,47 @@ fn writeHeaders(s: *Session, st: *Stream) bool {
     }
     if (has_body) {
         st.send = .body;
+    } else if (has_trailers) {
+        st.send = .trailers;
     } else s.responseDone(st);
+    return true;
+}
+
+/// Encodes the response's trailer fields into a HEADERS frame that ends the stream. False when
+/// the batch has no room for it now.
+fn writeTrailers(s: *Session, st: *Stream) bool {
+    const state = s.state.?;
+    const x = state.x.?;
+    const res = &st.x.response;
+    var bound: usize = 16;
+    for (res.trailers()) |f| bound += 16 + f.name.len + f.value.len;
+    if (bound > state.peer_frame_max or bound + frame.header_len + goaway_reserve > x.out.len) {
+        log.warn("HTTP/2 stream {d}: trailers larger than a frame; the stream is reset", .{st.id});
+        st.send = .done;
+        s.resetStream(st.id, .internal_error);
+        return true;
+    }
+    if (x.out.len - x.out_len < bound + frame.header_len + goaway_reserve) return false;
+    const staging = x.out[x.out_len..][0 .. frame.header_len + bound];
+    var n: usize = frame.header_len;
+    n += state.encoder.begin(staging[n..]) catch unreachable;
+    for (res.trailers()) |f| {
+        var lower_buffer: [128]u8 = undefined;
+        const name = if (f.name.len <= lower_buffer.len)
+            std.ascii.lowerString(&lower_buffer, f.name)
+        else
+            std.ascii.allocLowerString(st.x.arena.allocator(), f.name) catch continue;
+        if (request.connectionSpecific(name)) continue;
+        n += state.encoder.encode(staging[n..], name, f.value, .allowed) catch unreachable;
+    }
+    (frame.Header{
+        .length = @intCast(n - frame.header_len),
+        .type = .headers,
+        .flags = frame.Flags.end_headers | frame.Flags.end_stream,
+        .stream_id = st.id,
+    }).write(staging[0..frame.header_len]);
+    x.appendIovec(x.reserveOut(n).?);
+    s.responseDone(st);
     return true;
 }
 
@@ -1440,6 +1486,7 @@ fn writeData(s: *Session, st: *Stream) DataOutcome {
     if (window <= 0) return .blocked;
     const n: u32 = @intCast(@min(remaining, @as(u64, @intCast(window)), state.peer_frame_max));
     const last = n == remaining;
+    const trailers_follow = st.x.response.trailers().len > 0;
     const copy = st.file == null and n <= copy_payload_max;
     const header_room: usize = frame.header_len + (if (copy) n else 0) + @as(usize, if (last and !st.remote_closed) frame.header_len + 4 else 0);
     if (x.out.len - x.out_len < header_room + goaway_reserve) return .full;
@@ -1447,7 +1494,7 @@ fn writeData(s: *Session, st: *Stream) DataOutcome {
     (frame.Header{
         .length = @intCast(n),
         .type = .data,
-        .flags = if (last) frame.Flags.end_stream else 0,
+        .flags = if (last and !trailers_follow) frame.Flags.end_stream else 0,
         .stream_id = st.id,
     }).write(out[0..frame.header_len]);
     if (copy) {
@@ -1468,7 +1515,9 @@ fn writeData(s: *Session, st: *Stream) DataOutcome {
     }
     st.send_window -= n;
     state.conn_send_window -= n;
-    if (last) s.responseDone(st);
+    if (last) {
+        if (trailers_follow) st.send = .trailers else s.responseDone(st);
+    }
     return .sent;
 }
 
