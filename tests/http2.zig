@@ -144,6 +144,34 @@ test "h2load over h2c and h2: 0 failed, 0 errored, on epoll and io_uring" {
     }
 }
 
+test "handlers on the handler pool over h2c and h2: h2load with 0 errors, curl with a body" {
+    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
+        // Every request's handler runs on a pool thread (the handler says nothing of
+        // `mayBlock`, and the pool has threads).
+        const running = try Running.start(kind, .{ .handler_threads = 2 });
+        defer running.stop();
+        var a: [64]u8 = undefined;
+        var b: [64]u8 = undefined;
+        const urls = [_][]const u8{
+            try std.mem.print(&a, "http://127.0.0.1:{d}/hello", .{running.plainPort()}),
+            try std.mem.print(&b, "https://127.0.0.1:{d}/hello", .{running.tlsPort()}),
+        };
+        for (urls) |url| {
+            const result = run(&.{ "h2load", "-n", "2000", "-c", "4", "-m", "10", url }) catch |err| return skipWithout("h2load", err);
+            defer freeResult(result);
+            testing.expect(std.mem.find(u8, result.stdout, "2000 succeeded, 0 failed, 0 errored, 0 timeout") != null) catch |err| {
+                std.debug.print("{s}\n{s}\n", .{ result.stdout, result.stderr });
+                return err;
+            };
+        }
+        var c: [64]u8 = undefined;
+        const echo = try std.mem.print(&c, "http://127.0.0.1:{d}/echo", .{running.plainPort()});
+        const result = run(&.{ "curl", "--silent", "--show-error", "--http2-prior-knowledge", "--data-binary", "pooled", echo }) catch |err| return skipWithout("curl", err);
+        defer freeResult(result);
+        try testing.expectEqualStrings("6 bytes", result.stdout);
+    }
+}
+
 /// h2spec from PATH, from tests/tools' install, or from Go's default bin folder.
 fn h2spec(buffer: []u8) ![]const u8 {
     const candidates = [_][]const u8{ ".tools/bin/h2spec", "/root/go/bin/h2spec" };

@@ -140,8 +140,14 @@ pub const State = struct {
     /// while the connection is idle (no stream, nothing to send, no frame half read), as an
     /// idle HTTP/1 connection gives its back, and borrowed again for the next bytes.
     x: ?*Exchange,
-    /// Never used: no pool thread ever holds an HTTP/2 connection (`handling`).
+    /// The link in the worker's list of connections the handler pool posted.
     completion: Exchange.CompletionLink = .{},
+    /// The stream whose handler runs on the handler pool now (0: none). Meanwhile the loop
+    /// leaves the connection alone (`next` says wait), so the pool thread may use the stream's
+    /// exchange (`pool_exchange`) as its own; the remaining bytes are read when it is done.
+    pool_stream: u31 = 0,
+    pool_exchange: ?*Exchange = null,
+    pool_error: ?anyerror = null,
     phase: Phase = .preface,
     preface_matched: u8 = 0,
 
@@ -325,6 +331,7 @@ fn dropStream(s: *Session, st: *Stream) void {
 /// What the engine must do next.
 pub fn next(s: *const Session) Next {
     const state = s.state orelse return .close;
+    if (state.pool_stream != 0) return .wait;
     switch (state.phase) {
         .closed => return .close,
         .shutdown => return .shutdown,
@@ -346,9 +353,11 @@ pub fn fileFollows(_: *const Session) ?contract.File {
     return null;
 }
 
-/// Handlers run on the loop's thread (see `dispatch`): no pool thread ever holds a stream.
-pub fn handling(_: *const Session) bool {
-    return false;
+/// Whether a pool thread is running a stream's handler (the connection must not be freed,
+/// nor touched by the loop, until it posts its completion).
+pub fn handling(s: *const Session) bool {
+    const state = s.state orelse return false;
+    return state.pool_stream != 0;
 }
 
 pub fn holdsState(s: *const Session) bool {
@@ -366,17 +375,42 @@ pub fn completionLink(s: *Session) *Exchange.CompletionLink {
 
 pub fn onWake(_: *Session) void {}
 
-pub fn onPoolEvent(_: *Session) void {
-    unreachable; // nothing is ever handed to the pool (`handling` is always false)
+/// The handler pool finished the handler of `pool_stream`: its response is sent, and the
+/// bytes that came behind its request are read.
+pub fn onPoolEvent(s: *Session) void {
+    const state = s.state.?;
+    assert(state.pool_stream != 0);
+    const w = s.worker();
+    const id = state.pool_stream;
+    const result: anyerror!void = if (state.pool_error) |err| err else {};
+    state.pool_stream = 0;
+    state.pool_exchange = null;
+    state.pool_error = null;
+    w.metrics.handlerEnded();
+    if (state.phase == .closed) return;
+    if (s.find(id)) |index| s.handlerReturned(&state.streams[index], result);
+    s.consume();
+    s.fill();
+    s.settle();
+    s.releaseIfIdle();
 }
 
-pub fn runHandlerOnPool(_: *Session) void {
-    unreachable; // see onPoolEvent
+/// Runs the handler of `pool_stream`; called on a handler pool thread, which owns that
+/// stream's exchange until it posts the completion.
+pub fn runHandlerOnPool(s: *Session) void {
+    const state = s.state.?;
+    const x = state.pool_exchange.?;
+    const w = s.worker();
+    w.dispatch.handle(w.dispatch.context, &x.request, &x.response) catch |err| {
+        state.pool_error = err;
+    };
+    w.postCompletion(s.connection());
 }
 
 /// When the engine must call `onTimeout`.
 pub fn deadline(s: *const Session) u64 {
     const state = s.state orelse return std.math.maxInt(u64);
+    if (state.pool_stream != 0) return std.math.maxInt(u64); // handlers are not timed
     if (state.sending()) return s.deadlines().send_ms;
     if (state.phase != .frames or state.stream_count == 0) return s.deadlines().read_ms;
     // Each request whose body is still coming has its own deadline; a response waiting on a
@@ -437,6 +471,7 @@ pub fn onRecv(s: *Session, n: usize) void {
         return;
     }
     if (state.phase == .linger) return;
+    assert(state.pool_stream == 0);
     state.x.?.recv_end += @intCast(n);
     s.consume();
     s.fill();
@@ -517,6 +552,7 @@ pub fn onError(s: *Session) void {
 /// `deadline()` has passed.
 pub fn onTimeout(s: *Session) void {
     const state = s.state orelse return;
+    if (state.pool_stream != 0) return;
     const w = s.worker();
     if (state.sending()) {
         state.phase = .closed; // the client stopped reading
@@ -544,6 +580,7 @@ pub fn onTimeout(s: *Session) void {
 /// Server shutdown: GOAWAY, then the streams in flight finish and the connection closes.
 pub fn drain(s: *Session) void {
     const state = s.state orelse return;
+    if (state.pool_stream != 0) return; // again at the next sweep
     if (state.goaway_sent or state.goaway_pending) return;
     if (state.phase != .frames and state.phase != .preface) return;
     if (state.sending()) {
@@ -562,6 +599,7 @@ fn consume(s: *Session) void {
     const state = s.state.?;
     const x = state.x orelse return; // nothing received since it was given back
     while (x.head_start < x.recv_end) {
+        if (state.pool_stream != 0) return; // the rest waits for the handler (`onPoolEvent`)
         if (state.phase != .preface and state.phase != .frames) {
             x.head_start = x.recv_end; // a connection that is closing reads no more
             return;
@@ -1023,13 +1061,38 @@ fn prepare(s: *Session, st: *Stream, head: *const http.RequestHead) void {
 /// thread: a response is built whole before it is sent (`Response.stream` is null), and a
 /// body the handler wants to pull has been buffered (`bodyReader()` reads it).
 fn dispatch(s: *Session, st: *Stream) void {
+    const state = s.state.?;
     const w = s.worker();
     const x = st.x;
     x.request.body_bytes = st.body.items;
+    if (w.handler_pool) |pool| if (s.connection().sink == null and mayBlock(w, &x.request)) {
+        // A handler that may block runs on the pool; the connection waits for it (its other
+        // streams too: one handler at a time per connection, as HTTP/1 runs one request).
+        state.pool_stream = st.id;
+        state.pool_exchange = x;
+        pool.submit(s.connection()) catch {
+            state.pool_stream = 0;
+            state.pool_exchange = null;
+            return s.answer(st, .service_unavailable, "all handler threads are busy");
+        };
+        w.metrics.handlerStarted();
+        return;
+    };
     w.metrics.handlerStarted();
     const result = w.dispatch.handle(w.dispatch.context, &x.request, &x.response);
     w.metrics.handlerEnded();
-    const res = &x.response;
+    s.handlerReturned(st, result);
+}
+
+/// Whether the handler may block on this request (it then runs on the handler pool).
+fn mayBlock(w: *const Worker, req: *const Request) bool {
+    const may_block = w.dispatch.may_block orelse return true;
+    return may_block(w.dispatch.context, req);
+}
+
+/// The handler of `st` returned `result`: its response, or the error's, waits to be sent.
+fn handlerReturned(s: *Session, st: *Stream, result: anyerror!void) void {
+    const res = &st.x.response;
     result catch |err| return s.handlerFailed(st, err);
     if (res.failure) |err| return s.handlerFailed(st, err);
     if (!res.status.valid()) return s.handlerFailed(st, error.InvalidStatus);
@@ -1254,6 +1317,7 @@ fn fill(s: *Session) void {
     const state = s.state.?;
     const w = s.worker();
     if (state.phase != .frames and state.phase != .closing) return;
+    if (state.pool_stream != 0) return; // after the handler (`onPoolEvent`)
     if (state.stream_count == 0 and !state.goaway_pending) {
         state.blocked_since_ms = 0;
         return;
