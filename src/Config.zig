@@ -375,10 +375,6 @@ pub fn validate(config: *const Config, reason: *[]const u8) Error!void {
             .why = "http2_frame_bytes_max must be 16384 to 2^24-1",
         },
         .{
-            .ok = !config.http2 or config.header_bytes_max >= config.http2_header_table_bytes,
-            .why = "header_bytes_max must be at least http2_header_table_bytes with http2 on (a header list must hold the largest table entry)",
-        },
-        .{
             .ok = config.http2_header_table_bytes == 4096,
             .why = "http2_header_table_bytes must be 4096 (the table size SETTINGS does not announce)",
         },

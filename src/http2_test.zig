@@ -686,3 +686,23 @@ test "http2: response trailers end the stream in a HEADERS frame after the body"
         }
     }.check);
 }
+
+test "http2: a header_bytes_max below the HPACK table size still decodes, and holds lists to it" {
+    var client: Client = undefined;
+    try client.init();
+    defer client.deinit();
+    const long: [1000]u8 = @splat('a'); // Huffman-coded: a block under 1024 bytes, a list over it
+    var out: [2048]u8 = undefined;
+    const n = try client.block(&out, &.{
+        .{ .name = ":method", .value = "GET" },  .{ .name = ":scheme", .value = "http" },
+        .{ .name = ":path", .value = "/hello" }, .{ .name = "x-long", .value = &long },
+    });
+    try client.raw(.{ .length = @intCast(n), .type = .headers, .flags = frame.Flags.end_headers | frame.Flags.end_stream, .stream_id = 1 }, out[0..n]);
+    try client.request(3, "GET", "/hello", true);
+    try exchange(.{ .header_bytes_max = 1024, .recv_buffer_bytes = 1024, .request_line_bytes_max = 1024 }, &client, &.{ .whole, .bytes }, struct {
+        fn check(seen: *const Seen, _: *Fixture) !void {
+            try testing.expectEqualStrings("431", seen.get(1).?.status.?);
+            try testing.expectEqualStrings("Hello, World!", seen.get(3).?.body.items);
+        }
+    }.check);
+}

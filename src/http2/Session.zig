@@ -919,8 +919,13 @@ fn headerBlock(s: *Session, id: u31, end_stream: bool, block: []const u8) void {
     const state = s.state.?;
     const w = s.worker();
     const scratch = decodeScratch(w) orelse return s.goAway(.internal_error, "out of memory for header decoding");
-    const decoded = state.decoder.decode(block, scratch.bytes, scratch.fields) catch
+    var decoded = state.decoder.decode(block, scratch.bytes, scratch.fields) catch
         return s.goAway(.compression_error, "a header block that does not decode");
+    if (!decoded.too_large) {
+        var list_bytes: usize = 0;
+        for (decoded.fields) |f| list_bytes += f.name.len + f.value.len;
+        if (list_bytes > w.config.header_bytes_max) decoded = .{ .fields = &.{}, .too_large = true };
+    }
     if (s.find(id)) |index| {
         // A second block on an open stream: its trailers (§8.1).
         const st = &state.streams[index];
@@ -1005,7 +1010,10 @@ fn headerBlock(s: *Session, id: u31, end_stream: bool, block: []const u8) void {
 fn decodeScratch(w: *Worker) ?struct { bytes: []u8, fields: []hpack.Field } {
     const field_count = @as(usize, w.config.header_count_max) + 8;
     const fields_bytes = field_count * @sizeOf(hpack.Field);
-    const memory = w.scratch(fields_bytes + w.config.header_bytes_max) orelse return null;
+    // The decoder needs room for its largest table entry, even when the list limit is lower
+    // (`headerBlock` checks that limit after decoding).
+    const storage_bytes = @max(w.config.header_bytes_max, w.config.http2_header_table_bytes);
+    const memory = w.scratch(fields_bytes + storage_bytes) orelse return null;
     const fields: [*]hpack.Field = @ptrCast(@alignCast(memory.ptr));
     return .{ .bytes = memory[fields_bytes..], .fields = fields[0..field_count] };
 }
