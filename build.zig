@@ -41,7 +41,8 @@ pub fn build(b: *std.Build) void {
         .optimize = optimize,
         .link_libc = true, // OpenSSL needs it
     });
-    linkOpenSsl(b, saker, b.option([]const u8, "openssl-lib-dir", "Folder holding libssl.so.3 and libcrypto.so.3 (default: searched)"));
+    const openssl_lib_dir = b.option([]const u8, "openssl-lib-dir", "Folder holding libssl.so.3 and libcrypto.so.3 (default: searched)");
+    linkOpenSsl(b, saker, openssl_lib_dir);
 
     const cli = b.addExecutable(.{
         .name = "saker",
@@ -199,13 +200,16 @@ pub fn build(b: *std.Build) void {
 
     // Fuzzing: the fuzz targets alone, built for speed. `./zigw build fuzz --fuzz=1M`
     // fuzzes; without --fuzz it replays the corpus. `-Dtest-filter` picks targets.
+    const fuzz_module = b.createModule(.{
+        .root_source_file = b.path("src/root.zig"),
+        .target = target,
+        .optimize = .ReleaseFast,
+        .link_libc = true, // the connection targets reach the TLS transport, so OpenSSL
+    });
+    linkOpenSsl(b, fuzz_module, openssl_lib_dir);
     const fuzz_tests = b.addTest(.{
         .name = "fuzz",
-        .root_module = b.createModule(.{
-            .root_source_file = b.path("src/root.zig"),
-            .target = target,
-            .optimize = .ReleaseFast,
-        }),
+        .root_module = fuzz_module,
         .filters = if (test_filters.len > 0) test_filters else &.{"fuzz:"},
     });
     const fuzz_run = b.addRunArtifact(fuzz_tests);

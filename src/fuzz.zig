@@ -8,6 +8,8 @@
 //!   terminates, and returns every buffer;
 //! - the frame header parser needs more bytes for every proper prefix of a header and then
 //!   gives the same header;
+//! - an HTTP/2 session fed any frames after the preface, whole or cut anywhere, writes whole
+//!   frames, terminates, and returns every buffer;
 //! - a WebSocket session (with or without permessage-deflate) fed any frames, cut anywhere,
 //!   answers with well-formed server frames (at most one close, last, with a code allowed on
 //!   the wire), terminates, and returns every buffer.
@@ -518,6 +520,72 @@ const hpack_corpus = [_][]const u8{
 
 test "fuzz: HPACK decodes any block within its bounds, and what it decodes round-trips" {
     try testing.fuzz({}, fuzzHpack, .{ .corpus = &hpack_corpus });
+}
+
+/// HTTP/2 frames from the server: each header's length is honoured and the bytes end on a
+/// frame boundary; a GOAWAY, if any, comes last but for the frames already in its batch.
+fn expectHttp2Frames(output: []const u8) !void {
+    var rest = output;
+    while (rest.len > 0) {
+        switch (http2.frame.parse(rest, http2.frame.frame_size_max)) {
+            .frame => |f| rest = rest[f.len..],
+            .incomplete => return error.TruncatedFrame,
+            .violation => return error.InvalidServerFrame,
+        }
+    }
+}
+
+fn fuzzHttp2Session(_: void, smith: *testing.Smith) anyerror!void {
+    var buffer: [2048]u8 = undefined;
+    const frames = buffer[0..smith.slice(&buffer)];
+    const seed = smith.value(u64);
+    var input: [http2.frame.preface.len + buffer.len]u8 = undefined;
+    @memcpy(input[0..http2.frame.preface.len], http2.frame.preface);
+    @memcpy(input[http2.frame.preface.len..][0..frames.len], frames);
+    const config: Config = .{
+        .recv_buffer_bytes = 1024,
+        .request_line_bytes_max = 512,
+        .header_bytes_max = 2048,
+        .body_bytes_max = 4096,
+        .send_buffer_bytes = 2048,
+        .arena_bytes = 1024,
+        .http2_streams_max = 4,
+        .http2_glitch_burst = 20,
+    };
+    var outputs: [2][]u8 = undefined;
+    for (&outputs, [_]Simulation.Cuts{ .whole, .{ .random = .{ .seed = seed, .max = 97 } } }) |*output, cuts| {
+        var budget: Arena.Budget = .init(1 << 20);
+        var context: u8 = 0;
+        var worker: Worker = undefined;
+        try worker.init(testing.allocator, &config, .{ .context = &context, .handle = EchoHandler.handle }, .{
+            .connections_max = 1 + config.http2_streams_max,
+            .large_buffers_max = 1,
+            .budget = &budget,
+        });
+        defer worker.deinit();
+        worker.date.update(784111777);
+        const result = try Simulation.run(testing.allocator, &worker, input[0 .. http2.frame.preface.len + frames.len], .{ .cuts = cuts });
+        output.* = result.output;
+        try expectHttp2Frames(result.output);
+        try testing.expectEqual(@as(u32, 0), worker.exchanges_busy);
+        try testing.expectEqual(@as(u64, 1 << 20), budget.remaining.load(.monotonic));
+    }
+    defer for (outputs) |o| testing.allocator.free(o);
+}
+
+const http2_session_corpus = [_][]const u8{
+    // SETTINGS, then GET / on stream 1 (HPACK: :method GET, :scheme http, :path /).
+    entry("\x00\x00\x00\x04\x00\x00\x00\x00\x00" ++ "\x00\x00\x03\x01\x05\x00\x00\x00\x01\x82\x86\x84"),
+    // A POST with a padded DATA frame and a WINDOW_UPDATE.
+    entry("\x00\x00\x03\x01\x04\x00\x00\x00\x01\x83\x86\x84" ++ "\x00\x00\x04\x00\x09\x00\x00\x00\x01\x01ab\x00" ++
+        "\x00\x00\x04\x08\x00\x00\x00\x00\x00\x00\x00\x10\x00"),
+    // HEADERS then CONTINUATION, a PING, an RST_STREAM.
+    entry("\x00\x00\x01\x01\x01\x00\x00\x00\x03\x82" ++ "\x00\x00\x02\x09\x04\x00\x00\x00\x03\x86\x84" ++
+        "\x00\x00\x08\x06\x00\x00\x00\x00\x00saker!!!" ++ "\x00\x00\x04\x03\x00\x00\x00\x00\x03\x00\x00\x00\x08"),
+};
+
+test "fuzz: an HTTP/2 session fed any frames, cut anywhere, writes whole frames and frees everything" {
+    try testing.fuzz({}, fuzzHttp2Session, .{ .corpus = &http2_session_corpus });
 }
 
 fn fuzzProxyHeader(_: void, smith: *testing.Smith) anyerror!void {
