@@ -33,6 +33,11 @@ const Handler = struct {
             try res.writeAll("abc");
             try res.trailer("grpc-status", "0");
             try res.trailer("X-Sum", "6");
+        } else if (std.mem.eql(u8, req.path, "/file-big-trailer")) {
+            res.sendFile(.{ .fd = test_file_fd, .offset = 0, .len = 100 });
+            const long = try res.arena.alloc(u8, 9000);
+            @memset(long, 'v');
+            try res.trailer("x-big", long);
         } else if (std.mem.eql(u8, req.path, "/trailers-only")) {
             try res.trailer("grpc-status", "12");
         } else if (std.mem.eql(u8, req.path, "/header")) {
@@ -41,6 +46,9 @@ const Handler = struct {
         } else res.status = .not_found;
     }
 };
+
+/// The file `/file-big-trailer` sends (a test sets it).
+var test_file_fd: std.os.linux.fd_t = -1;
 
 const Fixture = struct {
     handler: Handler = .{},
@@ -705,4 +713,94 @@ test "http2: a header_bytes_max below the HPACK table size still decodes, and ho
             try testing.expectEqualStrings("Hello, World!", seen.get(3).?.body.items);
         }
     }.check);
+}
+
+test "http2: a PING ack on a stream-less connection gets a fresh send deadline" {
+    var fixture: Fixture = undefined;
+    try fixture.init(.{});
+    defer fixture.deinit();
+    var c: @import("Connection.zig") = .init(&fixture.worker);
+    defer c.deinit();
+    var output: std.ArrayList(u8) = .empty;
+    defer output.deinit(testing.allocator);
+    var client: Client = undefined;
+    try client.init();
+    defer client.deinit();
+    fixture.worker.now_ms = 10_000;
+    try feed(&c, client.bytes.items, &output); // preface, SETTINGS: answered and sent
+    // 40 s later (idle timeout 60 s, write timeout 30 s) a PING comes; its ack is not sent yet.
+    fixture.worker.now_ms = 50_000;
+    var ping: [17]u8 = undefined;
+    const n = frame.writePing(&ping, false, "keepidle");
+    const buffer = c.recvBuffer().?;
+    @memcpy(buffer[0..n], ping[0..n]);
+    c.onRecv(n);
+    // The batch is in flight: it must have write_timeout_ms to go.
+    try testing.expect(c.deadline() >= 50_000 + fixture.config.write_timeout_ms);
+}
+
+test "http2: trailers too large after a file body: the other stream's DATA is not sent twice" {
+    const fd: std.os.linux.fd_t = @intCast(std.os.linux.memfd_create("http2-test", 0));
+    defer _ = std.os.linux.close(fd);
+    const content: [100]u8 = @splat('f');
+    _ = std.os.linux.write(fd, &content, content.len);
+    test_file_fd = fd;
+    var client: Client = undefined;
+    try client.init();
+    defer client.deinit();
+    try client.request(1, "GET", "/file-big-trailer", true);
+    try client.request(3, "GET", "/big?n=50000", true);
+    const saved = testing.log_level;
+    testing.log_level = .err;
+    defer testing.log_level = saved;
+    try exchange(.{}, &client, &.{.whole}, struct {
+        fn check(seen: *const Seen, _: *Fixture) !void {
+            try testing.expectEqual(frame.ErrorCode.internal_error, seen.get(1).?.reset.?);
+            const big = seen.get(3).?;
+            try testing.expectEqual(@as(usize, 50000), big.body.items.len);
+            try testing.expect(big.ended);
+        }
+    }.check);
+}
+
+fn awaitCompletion(w: *Worker) *@import("Connection.zig") {
+    while (true) {
+        if (w.takeCompletions()) |c| return c;
+        const pause: std.os.linux.timespec = .{ .sec = 0, .nsec = 1_000_000 };
+        _ = std.os.linux.nanosleep(&pause, null);
+    }
+}
+
+test "http2: a handler pool's finished response goes out before the next handler runs" {
+    var fixture: Fixture = undefined;
+    try fixture.init(.{});
+    defer fixture.deinit();
+    var pool: @import("HandlerPool.zig") = undefined;
+    try pool.start(testing.allocator, .{ .thread_count = 1, .queue_max = 4, .stack_bytes = 1 << 20 });
+    defer _ = pool.stop(1000);
+    fixture.worker.handler_pool = &pool;
+    var c: @import("Connection.zig") = .init(&fixture.worker);
+    defer c.deinit();
+    var output: std.ArrayList(u8) = .empty;
+    defer output.deinit(testing.allocator);
+    var client: Client = undefined;
+    try client.init();
+    defer client.deinit();
+    try client.request(1, "GET", "/hello", true);
+    try client.request(3, "GET", "/header", true);
+    try feed(&c, client.bytes.items, &output);
+    // Stream 1's handler runs on the pool; the connection waits.
+    awaitCompletion(&fixture.worker).onPoolEvent();
+    try drainOutput(&c, &output);
+    {
+        var seen = try parseOutput(output.items);
+        defer seen.deinit();
+        // Stream 1 is answered: its response must not wait for stream 3's handler.
+        try testing.expect(seen.get(1) != null and seen.get(1).?.ended);
+    }
+    awaitCompletion(&fixture.worker).onPoolEvent();
+    try drainOutput(&c, &output);
+    var seen = try parseOutput(output.items);
+    defer seen.deinit();
+    try testing.expect(seen.get(3).?.ended);
 }

@@ -389,8 +389,18 @@ pub fn onPoolEvent(s: *Session) void {
     w.metrics.handlerEnded();
     if (state.phase == .closed) return;
     if (s.find(id)) |index| s.handlerReturned(&state.streams[index], result);
-    s.consume();
+    // The loop neither read nor sent while the handler ran: streams waiting for their bodies
+    // were held up by this side, not by their clients.
+    for (state.streams[0..state.stream_count]) |*st| {
+        if (!st.remote_closed and st.send == .waiting) st.progress_ms = w.now_ms;
+    }
+    // This response (and the acknowledgements queued before it) first; the bytes that came
+    // behind its request are read once the batch is out (`batchSent`), or now if none is.
     s.fill();
+    if (!state.sending()) {
+        s.consume();
+        s.fill();
+    }
     s.settle();
     s.releaseIfIdle();
 }
@@ -1328,6 +1338,8 @@ fn fill(s: *Session) void {
     if (state.pool_stream != 0) return; // after the handler (`onPoolEvent`)
     if (state.stream_count == 0 and !state.goaway_pending) {
         state.blocked_since_ms = 0;
+        // Control frames alone (acks, resets) may be in the batch: they are timed too.
+        if (state.sending()) s.deadlines().send_ms = w.now_ms + w.config.write_timeout_ms;
         return;
     }
     const x = state.x.?; // held while a stream is, and while a GOAWAY waits
@@ -1407,8 +1419,7 @@ fn writeHeaders(s: *Session, st: *Stream) bool {
     } else {
         if (x.iovec_count > 0) return false; // wait for this batch to go
         staging = st.x.arena.allocator().alloc(u8, room_needed) catch {
-            st.send = .done;
-            s.resetStream(st.id, .internal_error);
+            s.resetWhileFilling(st);
             return true;
         };
     }
@@ -1498,8 +1509,7 @@ fn writeTrailers(s: *Session, st: *Stream) bool {
     for (res.trailers()) |f| bound += 16 + f.name.len + f.value.len;
     if (bound > state.peer_frame_max or bound + frame.header_len + goaway_reserve > x.out.len) {
         log.warn("HTTP/2 stream {d}: trailers larger than a frame; the stream is reset", .{st.id});
-        st.send = .done;
-        s.resetStream(st.id, .internal_error);
+        s.resetWhileFilling(st);
         return true;
     }
     if (x.out.len - x.out_len < bound + frame.header_len + goaway_reserve) return false;
@@ -1537,6 +1547,16 @@ fn responseDone(s: *Session, st: *Stream) void {
         s.writeControlForStream(st.id, .no_error);
         s.rememberReset(st.id);
     }
+}
+
+/// Resets `st` from inside `fill`, whose loop holds the stream table: the stream stays in it,
+/// finished, until the batch is out (`batchSent`).
+fn resetWhileFilling(s: *Session, st: *Stream) void {
+    st.send = .done;
+    st.finished = true;
+    st.body_left = "";
+    s.writeControlForStream(st.id, .internal_error);
+    s.rememberReset(st.id);
 }
 
 /// RST_STREAM written while filling a batch (not a flood answer: room was checked).
