@@ -346,3 +346,63 @@ test "gRPC: examples/grpc-echo answers a real gRPC client (grpcio): unary, serve
         };
     }
 }
+
+test "saker serve over h2c: Range, a conditional GET, HEAD, a precompressed variant and a listing" {
+    const io = testing.io;
+    var dir = testing.tmpDir(.{});
+    defer dir.cleanup();
+    var path_buffer: [std.fs.max_path_bytes]u8 = undefined;
+    const dir_path = path_buffer[0..try dir.dir.realPath(io, &path_buffer)];
+    try dir.dir.writeFile(io, .{ .sub_path = "a.txt", .data = "0123456789abcdef\n" });
+    try dir.dir.writeFile(io, .{ .sub_path = "page.html", .data = "<p>plain</p>\n" });
+    try dir.dir.writeFile(io, .{ .sub_path = "page.html.gz", .data = "pretend-gzip" });
+    var child = try std.process.spawn(io, .{
+        .argv = &.{ build_options.saker_exe, "serve", dir_path, "--port", "0", "--access-log", "off" },
+        .stdout = .pipe,
+        .stderr = .ignore,
+    });
+    defer {
+        _ = std.os.linux.kill(child.id.?, std.os.linux.SIG.INT);
+        _ = child.wait(io) catch {};
+    }
+    var buffer: [256]u8 = undefined;
+    var reader = child.stdout.?.readerStreaming(io, &buffer);
+    const line = try reader.interface.takeDelimiterExclusive('\n');
+    const prefix = "listening on http://127.0.0.1:";
+    if (!std.mem.startsWith(u8, line, prefix)) return error.UnexpectedOutput;
+    const port = std.mem.trimEnd(u8, line[prefix.len..], " ");
+    var url_buffer: [4][64]u8 = undefined;
+    const file = try std.mem.print(&url_buffer[0], "http://127.0.0.1:{s}/a.txt", .{port});
+    const page = try std.mem.print(&url_buffer[1], "http://127.0.0.1:{s}/page.html", .{port});
+    const root = try std.mem.print(&url_buffer[2], "http://127.0.0.1:{s}/", .{port});
+    const h2 = "--http2-prior-knowledge";
+    {
+        const result = run(&.{ "curl", "--silent", h2, "--range", "2-5", "--write-out", " %{http_code} %{http_version}", file }) catch |err| return skipWithout("curl", err);
+        defer freeResult(result);
+        try testing.expectEqualStrings("2345 206 2", result.stdout);
+    }
+    {
+        // The ETag of the first answer makes the second a 304 with no body.
+        const first = try run(&.{ "curl", "--silent", h2, "--head", file });
+        defer freeResult(first);
+        try testing.expect(std.mem.startsWith(u8, first.stdout, "HTTP/2 200"));
+        try testing.expect(std.mem.find(u8, first.stdout, "content-length: 17") != null);
+        const at = std.mem.find(u8, first.stdout, "etag: ") orelse return error.NoEtag;
+        const etag = first.stdout[at + "etag: ".len ..][0..std.mem.findScalar(u8, first.stdout[at + "etag: ".len ..], '\r').?];
+        var condition: [128]u8 = undefined;
+        const second = try run(&.{ "curl", "--silent", h2, "--header", try std.mem.print(&condition, "If-None-Match: {s}", .{etag}), "--write-out", "%{http_code} %{size_download}", file });
+        defer freeResult(second);
+        try testing.expectEqualStrings("304 0", second.stdout);
+    }
+    {
+        const result = try run(&.{ "curl", "--silent", h2, "--header", "Accept-Encoding: gzip", "--write-out", " %{content_type}", page });
+        defer freeResult(result);
+        try testing.expect(std.mem.startsWith(u8, result.stdout, "pretend-gzip text/html"));
+    }
+    {
+        const result = try run(&.{ "curl", "--silent", h2, root });
+        defer freeResult(result);
+        try testing.expect(std.mem.find(u8, result.stdout, "a.txt") != null);
+        try testing.expect(std.mem.find(u8, result.stdout, "page.html") != null);
+    }
+}
