@@ -123,24 +123,29 @@ test "curl over h2c and h2 on every engine: GET, a 300 KiB body, a POST body" {
     }
 }
 
+/// h2load against both listeners of `running`: every request succeeds.
+fn h2loadClean(running: *Running, comptime requests: []const u8, comptime connections: []const u8) !void {
+    var a: [64]u8 = undefined;
+    var b: [64]u8 = undefined;
+    const urls = [_][]const u8{
+        try std.mem.print(&a, "http://127.0.0.1:{d}/hello", .{running.plainPort()}),
+        try std.mem.print(&b, "https://127.0.0.1:{d}/hello", .{running.tlsPort()}),
+    };
+    for (urls) |url| {
+        const result = run(&.{ "h2load", "-n", requests, "-c", connections, "-m", "10", url }) catch |err| return skipWithout("h2load", err);
+        defer freeResult(result);
+        testing.expect(std.mem.find(u8, result.stdout, requests ++ " succeeded, 0 failed, 0 errored, 0 timeout") != null) catch |err| {
+            std.debug.print("{s}\n{s}\n", .{ result.stdout, result.stderr });
+            return err;
+        };
+    }
+}
+
 test "h2load over h2c and h2: 0 failed, 0 errored, on epoll and io_uring" {
     for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
         const running = try Running.start(kind, .{});
         defer running.stop();
-        var a: [64]u8 = undefined;
-        var b: [64]u8 = undefined;
-        const urls = [_][]const u8{
-            try std.mem.print(&a, "http://127.0.0.1:{d}/hello", .{running.plainPort()}),
-            try std.mem.print(&b, "https://127.0.0.1:{d}/hello", .{running.tlsPort()}),
-        };
-        for (urls) |url| {
-            const result = run(&.{ "h2load", "-n", "4000", "-c", "8", "-m", "10", url }) catch |err| return skipWithout("h2load", err);
-            defer freeResult(result);
-            testing.expect(std.mem.find(u8, result.stdout, "4000 succeeded, 0 failed, 0 errored, 0 timeout") != null) catch |err| {
-                std.debug.print("{s}\n{s}\n", .{ result.stdout, result.stderr });
-                return err;
-            };
-        }
+        try h2loadClean(running, "4000", "8");
     }
 }
 
@@ -150,20 +155,7 @@ test "handlers on the handler pool over h2c and h2: h2load with 0 errors, curl w
         // `mayBlock`, and the pool has threads).
         const running = try Running.start(kind, .{ .handler_threads = 2 });
         defer running.stop();
-        var a: [64]u8 = undefined;
-        var b: [64]u8 = undefined;
-        const urls = [_][]const u8{
-            try std.mem.print(&a, "http://127.0.0.1:{d}/hello", .{running.plainPort()}),
-            try std.mem.print(&b, "https://127.0.0.1:{d}/hello", .{running.tlsPort()}),
-        };
-        for (urls) |url| {
-            const result = run(&.{ "h2load", "-n", "2000", "-c", "4", "-m", "10", url }) catch |err| return skipWithout("h2load", err);
-            defer freeResult(result);
-            testing.expect(std.mem.find(u8, result.stdout, "2000 succeeded, 0 failed, 0 errored, 0 timeout") != null) catch |err| {
-                std.debug.print("{s}\n{s}\n", .{ result.stdout, result.stderr });
-                return err;
-            };
-        }
+        try h2loadClean(running, "2000", "4");
         var c: [64]u8 = undefined;
         const echo = try std.mem.print(&c, "http://127.0.0.1:{d}/echo", .{running.plainPort()});
         const result = run(&.{ "curl", "--silent", "--show-error", "--http2-prior-knowledge", "--data-binary", "pooled", echo }) catch |err| return skipWithout("curl", err);

@@ -1438,15 +1438,7 @@ fn writeHeaders(s: *Session, st: *Stream) bool {
         const length = std.fmt.bufPrint(&length_text, "{d}", .{st.content_length}) catch unreachable;
         n += state.encoder.encode(staging[n..], "content-length", length, .allowed) catch unreachable;
     }
-    for (res.headers()) |f| {
-        var lower_buffer: [128]u8 = undefined;
-        const name = if (f.name.len <= lower_buffer.len)
-            std.ascii.lowerString(&lower_buffer, f.name)
-        else
-            std.ascii.allocLowerString(st.x.arena.allocator(), f.name) catch continue;
-        if (request.connectionSpecific(name)) continue;
-        n += state.encoder.encode(staging[n..], name, f.value, .allowed) catch unreachable;
-    }
+    n += s.encodeFields(st, staging[n..], res.headers());
     const block_len = n - block_start;
     const has_trailers = res.trailers().len > 0 and !res.discard_body;
     const end_stream: u8 = if (has_body or has_trailers) 0 else frame.Flags.end_stream;
@@ -1499,6 +1491,24 @@ fn writeHeaders(s: *Session, st: *Stream) bool {
     return true;
 }
 
+/// Encodes a handler's fields into `out` (sized by the caller's bound): names lowercased, as
+/// HTTP/2 has them, and connection-specific fields left out (§8.2.2). Returns the bytes
+/// written.
+fn encodeFields(s: *Session, st: *Stream, out: []u8, fields: []const http.Header) usize {
+    const state = s.state.?;
+    var n: usize = 0;
+    for (fields) |f| {
+        var lower_buffer: [128]u8 = undefined;
+        const name = if (f.name.len <= lower_buffer.len)
+            std.ascii.lowerString(&lower_buffer, f.name)
+        else
+            std.ascii.allocLowerString(st.x.arena.allocator(), f.name) catch continue;
+        if (request.connectionSpecific(name)) continue;
+        n += state.encoder.encode(out[n..], name, f.value, .allowed) catch unreachable;
+    }
+    return n;
+}
+
 /// Encodes the response's trailer fields into a HEADERS frame that ends the stream. False when
 /// the batch has no room for it now.
 fn writeTrailers(s: *Session, st: *Stream) bool {
@@ -1516,15 +1526,7 @@ fn writeTrailers(s: *Session, st: *Stream) bool {
     const staging = x.out[x.out_len..][0 .. frame.header_len + bound];
     var n: usize = frame.header_len;
     n += state.encoder.begin(staging[n..]) catch unreachable;
-    for (res.trailers()) |f| {
-        var lower_buffer: [128]u8 = undefined;
-        const name = if (f.name.len <= lower_buffer.len)
-            std.ascii.lowerString(&lower_buffer, f.name)
-        else
-            std.ascii.allocLowerString(st.x.arena.allocator(), f.name) catch continue;
-        if (request.connectionSpecific(name)) continue;
-        n += state.encoder.encode(staging[n..], name, f.value, .allowed) catch unreachable;
-    }
+    n += s.encodeFields(st, staging[n..], res.trailers());
     (frame.Header{
         .length = @intCast(n - frame.header_len),
         .type = .headers,
