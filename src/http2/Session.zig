@@ -129,6 +129,11 @@ const copy_payload_max = 1024;
 const window_update_divisor = 2;
 /// Stream ids remembered as reset by this side.
 const reset_ids_len = 32;
+/// Bytes of the response encoder's HPACK table. The decoder's must be the protocol's 4096 (a
+/// client may use that much before it has seen this side's SETTINGS); the encoder may use less
+/// (RFC 7541 §4.2), and a response head's fields (date, content-type, content-length, a few
+/// more) fit in 1 KiB: 3 KiB less per connection, idle ones included.
+const encoder_table_bytes = 1024;
 /// Streams a connection's table holds at first; it doubles, up to `http2_streams_max`, when a
 /// client keeps more open (so an idle connection stays small).
 const streams_initial = 4;
@@ -239,17 +244,18 @@ pub fn open(s: *Session, x: *Exchange) bool {
     const gpa = w.gpa;
     const table_bytes = config.http2_header_table_bytes;
     const ring_len = hpack.DynamicTable.ringLength(table_bytes);
+    const encoder_ring_len = hpack.DynamicTable.ringLength(encoder_table_bytes);
     const state = gpa.create(State) catch return s.refuse(x);
     const streams = gpa.alloc(Stream, @min(config.http2_streams_max, streams_initial)) catch {
         gpa.destroy(state);
         return s.refuse(x);
     };
-    const tables = gpa.alloc(u8, 2 * table_bytes) catch {
+    const tables = gpa.alloc(u8, table_bytes + encoder_table_bytes) catch {
         gpa.free(streams);
         gpa.destroy(state);
         return s.refuse(x);
     };
-    const rings = gpa.alloc(hpack.DynamicTable.Entry, 2 * ring_len) catch {
+    const rings = gpa.alloc(hpack.DynamicTable.Entry, ring_len + encoder_ring_len) catch {
         gpa.free(tables);
         gpa.free(streams);
         gpa.destroy(state);
@@ -308,9 +314,8 @@ pub fn deinit(s: *Session) void {
         w.releaseExchange(x);
     }
     const gpa = state.worker_gpa;
-    const table_bytes = state.decoder.table.bytes.len;
-    gpa.free(state.decoder.table.bytes.ptr[0 .. 2 * table_bytes]);
-    gpa.free(state.decoder.table.ring.ptr[0 .. 2 * state.decoder.table.ring.len]);
+    gpa.free(state.decoder.table.bytes.ptr[0 .. state.decoder.table.bytes.len + state.encoder.table.bytes.len]);
+    gpa.free(state.decoder.table.ring.ptr[0 .. state.decoder.table.ring.len + state.encoder.table.ring.len]);
     gpa.free(state.streams);
     gpa.destroy(state);
     s.state = null;
