@@ -27,6 +27,7 @@ const compile_errors = [_]struct { file: []const u8, message: []const u8 }{
     .{ .file = "server_handle_response_type.zig", .message = "(the third parameter must be *saker.Response)" },
     .{ .file = "server_handle_return.zig", .message = "(it must return void or !void)" },
     .{ .file = "server_on_body_without_on_head.zig", .message = "declares onBody but no `pub fn onHead(...) !saker.BodyAction`" },
+    .{ .file = "server_on_done_signature.zig", .message = "wrong signature for server_on_done_signature.App.onDone: expected `pub fn onDone(self: *server_on_done_signature.App, done: *const saker.Done) void`" },
     .{ .file = "server_may_block_signature.zig", .message = "wrong signature for server_may_block_signature.App.mayBlock: expected `pub fn mayBlock(self: *const server_may_block_signature.App, req: *const saker.Request) bool`" },
 };
 

@@ -72,6 +72,10 @@ requests_per_connection_max: u32 = 100_000,
 /// handlers make carry it back in `X-Request-Id`. Off: `request_id` is null and nothing is
 /// added (a handler can still read the field with `req.header`).
 request_id: bool = false,
+/// Read a fine monotonic clock when each request head is whole and when its response is done,
+/// for `Done.duration_us` (the JSON access log's `duration_us`). Off: `duration_us` is null and
+/// no clock is read per request.
+fine_durations: bool = false,
 
 // Request limits (the answer to each is in README.md, Limits).
 

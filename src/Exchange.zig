@@ -53,6 +53,8 @@ body: Body = .none,
 started_ms: u64 = 0,
 /// Room for an id made for the current request (`Config.request_id`).
 request_id_storage: [16]u8 = undefined,
+/// What the handler's `onDone` hook will be told about the current response.
+done: Pending = .{},
 
 /// Bytes of `out` in use.
 out_len: usize = 0,
@@ -82,6 +84,27 @@ completion: CompletionLink = .{},
 handoff: Handoff = .{},
 /// The reader behind `req.bodyReader()` for a pulled body.
 body_reader: Handoff.BodyReader = undefined,
+
+/// The current response, as far as `Dispatch.on_done` needs it (kept only when the handler
+/// declares the hook).
+pub const Pending = struct {
+    /// A response was made (by the handler or the core) and `on_done` is still to hear of it.
+    active: bool = false,
+    status: http.Status = .ok,
+    /// The core made the response itself (a refusal, a timeout, a failed handler).
+    core_response: bool = false,
+    /// The request's head was whole and `request` describes it.
+    request_known: bool = false,
+    /// Whether the whole response reached the transport.
+    complete: bool = false,
+    /// Bytes of the response's head among `sent_bytes`' (not body).
+    head_bytes: u64 = 0,
+    /// Bytes of the response that reached the transport (with its head over HTTP/1.1; the DATA
+    /// payload over HTTP/2).
+    sent_bytes: u64 = 0,
+    /// The fine clock when the head was whole (µs, `Config.fine_durations`; 0: not read).
+    started_us: u64 = 0,
+};
 
 /// A connection's place in its worker's completion list (`Worker.postCompletion`).
 pub const CompletionLink = struct {

@@ -14,6 +14,7 @@ const Config = @import("Config.zig");
 const Request = @import("Request.zig");
 const Response = @import("Response.zig");
 const Worker = @import("Worker.zig");
+const Done = @import("Done.zig");
 const Arena = @import("Arena.zig");
 const HandlerPool = @import("HandlerPool.zig");
 const Prefork = @import("Prefork.zig");
@@ -63,6 +64,10 @@ pub fn checkHandler(comptime Handler: type) void {
         ", worker_index: u32) void");
     if (@hasDecl(Handler, "mayBlock")) checkHook(Handler, "mayBlock", &.{*const Request}, bool, .infallible, "pub fn mayBlock(self: *const " ++ @typeName(Handler) ++
         ", req: *const saker.Request) bool");
+    if (@hasDecl(Handler, "onDone")) checkHook(Handler, "onDone", &.{*const Done}, void, .infallible, "pub fn onDone(self: *" ++ @typeName(Handler) ++
+        ", done: *const saker.Done) void");
+    if (@hasDecl(Handler, "wantsDone")) checkHook(Handler, "wantsDone", &.{}, bool, .infallible, "pub fn wantsDone(self: *const " ++ @typeName(Handler) ++
+        ") bool");
     if (@hasDecl(Handler, "onBody") and !@hasDecl(Handler, "onHead"))
         @compileError(@typeName(Handler) ++ " declares onBody but no `pub fn onHead(...) !saker.BodyAction` to ask for a streamed body");
 }
@@ -507,9 +512,26 @@ pub fn Server(comptime Handler: type) type {
                     .may_block = if (@hasDecl(Handler, "mayBlock")) dispatchMayBlock else null,
                     .tick = if (@hasDecl(Handler, "onTick")) dispatchTick else null,
                     .websocket = if (@hasDecl(Handler, "WebSocket")) &WebSocketDispatch(Handler).callbacks else null,
+                    .on_done = if (@hasDecl(Handler, "onDone") and wantsDone(handler)) dispatchOnDone else null,
                 };
             }
         };
+
+        /// The handler's optional `pub fn wantsDone(self: *const Handler) bool`, asked once at
+        /// start: a handler that declares `onDone` but needs it only in some configurations
+        /// (an access log that is off) spares every exchange the bookkeeping.
+        fn wantsDone(handler: *const Handler) bool {
+            if (!@hasDecl(Handler, "wantsDone")) return true;
+            return handler.wantsDone();
+        }
+
+        /// The handler's optional `pub fn onDone(self: *Handler, done: *const saker.Done) void`:
+        /// called once per response when it is out, or when its connection ended first
+        /// (`Done.zig`), on the worker's engine thread.
+        fn dispatchOnDone(context: *anyopaque, done: *const Done) void {
+            const handler: *Handler = @ptrCast(@alignCast(context));
+            handler.onDone(done);
+        }
 
         /// The handler's optional `pub fn onTick(self: *Handler, worker_index: u32) void`:
         /// called about every `Worker.tick_interval_ms` on each worker's engine thread while

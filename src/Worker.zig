@@ -11,6 +11,8 @@ const mapped = @import("mapped.zig");
 const Arena = @import("Arena.zig");
 const DateCache = @import("DateCache.zig");
 const Exchange = @import("Exchange.zig");
+const Done = @import("Done.zig");
+const http = @import("http.zig");
 const Request = @import("Request.zig");
 const Response = @import("Response.zig");
 const websocket = @import("websocket.zig");
@@ -131,7 +133,46 @@ pub const Dispatch = struct {
     may_block: ?*const fn (context: *anyopaque, req: *const Request) bool = null,
     /// The handler's optional `onTick` hook (per-worker housekeeping such as flushing logs).
     tick: ?*const fn (context: *anyopaque, worker_index: u32) void = null,
+    /// The handler's optional `onDone` hook: every response, once it is out (`Done.zig`).
+    on_done: ?*const fn (context: *anyopaque, done: *const Done) void = null,
 };
+
+/// Microseconds of the monotonic clock (vDSO: no system call), for `Config.fine_durations`.
+pub fn fineMicros() u64 {
+    var now: std.os.linux.timespec = undefined;
+    _ = std.os.linux.clock_gettime(.MONOTONIC, &now);
+    return @as(u64, @intCast(now.sec)) * std.time.us_per_s + @as(u64, @intCast(now.nsec)) / std.time.ns_per_us;
+}
+
+/// Marks the start of a request's exchange for `onDone` (its head is whole, or the core is
+/// about to refuse it).
+pub fn beginDone(worker: *const Worker, x: *Exchange) void {
+    if (worker.dispatch.on_done == null) return;
+    x.done = .{ .started_us = if (worker.config.fine_durations) fineMicros() else 0 };
+}
+
+/// Tells the handler's `onDone` hook about the response `x.done` describes, then forgets it.
+/// `request_line` stands in for a request whose head was never whole.
+pub fn reportDone(worker: *Worker, x: *Exchange, peer: ?std.Io.net.IpAddress, version: http.Version, request_line: []const u8) void {
+    const on_done = worker.dispatch.on_done orelse return;
+    const pending = x.done;
+    if (!pending.active) return;
+    x.done = .{};
+    assert(pending.head_bytes <= pending.sent_bytes or !pending.complete);
+    const done: Done = .{
+        .request = if (pending.request_known) &x.request else null,
+        .request_line = if (pending.request_known) "" else Done.firstLine(request_line),
+        .peer = peer,
+        .worker_index = worker.index,
+        .version = version,
+        .status = pending.status,
+        .body_bytes_sent = pending.sent_bytes -| pending.head_bytes,
+        .complete = pending.complete,
+        .core_response = pending.core_response,
+        .duration_us = if (pending.started_us != 0) fineMicros() -| pending.started_us else null,
+    };
+    on_done(worker.dispatch.context, &done);
+}
 
 /// How often `tick` calls the handler's hook.
 pub const tick_interval_ms = 500;

@@ -7,6 +7,7 @@ const Worker = @import("Worker.zig");
 const Request = @import("Request.zig");
 const Response = @import("Response.zig");
 const Simulation = @import("testing/Simulation.zig");
+const Done = @import("Done.zig");
 const repeat = @import("testing/bytes.zig").repeat;
 
 const date = "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n";
@@ -14,6 +15,17 @@ const date = "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n";
 const TestHandler = struct {
     calls: usize = 0,
     streamed: usize = 0,
+    /// What `onDone` heard (with hooks), in order: status, body bytes, and whether the head
+    /// was whole.
+    dones: std.ArrayList(struct { status: u16, body_bytes: u64, known: bool, complete: bool, line: [32]u8 }) = .empty,
+
+    fn onDone(context: *anyopaque, done: *const Done) void {
+        const self: *TestHandler = @ptrCast(@alignCast(context));
+        var line: [32]u8 = @splat(0);
+        @memcpy(line[0..@min(32, done.request_line.len)], done.request_line[0..@min(32, done.request_line.len)]);
+        self.dones.append(testing.allocator, .{ .status = done.status.code(), .body_bytes = done.body_bytes_sent, .known = done.request != null, .complete = done.complete, .line = line }) catch
+            @panic("out of memory in a test");
+    }
 
     fn onHead(context: *anyopaque, req: *Request, res: *Response) anyerror!Worker.BodyAction {
         const self: *TestHandler = @ptrCast(@alignCast(context));
@@ -110,12 +122,14 @@ const Fixture = struct {
             .handle = TestHandler.handle,
             .on_head = if (hooks) TestHandler.onHead else null,
             .on_body = if (hooks) TestHandler.onBody else null,
+            .on_done = if (hooks) TestHandler.onDone else null,
         }, .{ .connections_max = 4, .large_buffers_max = config.large_buffers_max, .budget = &fixture.budget });
         fixture.worker.date.update(784111777);
     }
 
     fn deinit(fixture: *Fixture) void {
         fixture.worker.deinit();
+        fixture.handler.dones.deinit(testing.allocator);
     }
 };
 
@@ -158,6 +172,38 @@ test "Connection: pipelined requests are answered in order, in one write" {
     const result = try Simulation.run(testing.allocator, &fixture.worker, input, .{});
     defer testing.allocator.free(result.output);
     try testing.expectEqual(@as(usize, 1), result.sends);
+}
+
+test "Connection: onDone hears of each pipelined response once it is out, and of a refused request" {
+    const input = "GET /hello HTTP/1.1\r\nHost: a\r\n\r\n" ++
+        "HEAD /hello HTTP/1.1\r\nHost: a\r\n\r\n" ++
+        "GET /hello HTTP/1.1\r\nHost: a\r\n\r\n" ++
+        "BAD REQUEST LINE\r\n\r\n";
+    const cuts = [_]Simulation.Cuts{ .whole, .bytes, .{ .random = .{ .seed = 3 } } };
+    for (cuts) |cut| {
+        var fixture: Fixture = undefined;
+        try fixture.initHooks(.{}, true);
+        defer fixture.deinit();
+        const result = try Simulation.run(testing.allocator, &fixture.worker, input, .{ .cuts = cut });
+        defer testing.allocator.free(result.output);
+        // The same bytes as without the hook: one response per batch changes no byte.
+        try testing.expect(std.mem.startsWith(u8, result.output, ok("text/plain", "Hello, World!")));
+        try testing.expect(std.mem.endsWith(u8, result.output, "400 Bad Request: malformed HTTP version\n"));
+        const dones = fixture.handler.dones.items;
+        try testing.expectEqual(@as(usize, 4), dones.len);
+        for ([_]u64{ 13, 0, 13 }, dones[0..3]) |bytes, d| {
+            try testing.expect(d.known and d.complete);
+            try testing.expectEqual(@as(u16, 200), d.status);
+            try testing.expectEqual(bytes, d.body_bytes);
+        }
+        try testing.expect(!dones[3].known and dones[3].complete);
+        try testing.expectEqual(@as(u16, 400), dones[3].status);
+        // As much of the line as had come when the parser gave up (one byte at a time: up to
+        // the version's first byte).
+        try testing.expect(std.mem.startsWith(u8, "BAD REQUEST LINE", std.mem.sliceTo(&dones[3].line, 0)));
+        try testing.expect(std.mem.sliceTo(&dones[3].line, 0).len >= "BAD REQUEST L".len);
+        try testing.expectEqual(@as(u64, "400 Bad Request: malformed HTTP version\n".len), dones[3].body_bytes);
+    }
 }
 
 test "Connection: 64 pipelined requests in one read" {

@@ -9,11 +9,34 @@ const Worker = @import("Worker.zig");
 const Request = @import("Request.zig");
 const Response = @import("Response.zig");
 const Simulation = @import("testing/Simulation.zig");
+const Done = @import("Done.zig");
 const frame = @import("http2/frame.zig");
 const hpack = @import("http2/hpack.zig");
 
 const Handler = struct {
     calls: usize = 0,
+    /// What `onDone` heard, in order (the first `dones.len`).
+    dones: [8]DoneSeen = undefined,
+    done_count: usize = 0,
+
+    const DoneSeen = struct { path: [16]u8 = @splat(0), status: u16, body_bytes: u64, complete: bool, core: bool, known: bool };
+
+    fn onDone(context: *anyopaque, done: *const Done) void {
+        const self: *Handler = @ptrCast(@alignCast(context));
+        defer self.done_count += 1;
+        if (self.done_count >= self.dones.len) return;
+        var seen: DoneSeen = .{ .status = done.status.code(), .body_bytes = done.body_bytes_sent, .complete = done.complete, .core = done.core_response, .known = done.request != null };
+        if (done.request) |req| @memcpy(seen.path[0..@min(req.path.len, 16)], req.path[0..@min(req.path.len, 16)]);
+        std.debug.assert(done.version == .http2);
+        self.dones[self.done_count] = seen;
+    }
+
+    fn doneFor(self: *const Handler, path: []const u8) ?DoneSeen {
+        for (self.dones[0..@min(self.done_count, self.dones.len)]) |d| {
+            if (std.mem.eql(u8, std.mem.sliceTo(&d.path, 0), path)) return d;
+        }
+        return null;
+    }
 
     fn handle(context: *anyopaque, req: *Request, res: *Response) anyerror!void {
         const self: *Handler = @ptrCast(@alignCast(context));
@@ -66,6 +89,8 @@ const Fixture = struct {
         try fixture.worker.init(testing.allocator, &fixture.config, .{
             .context = &fixture.handler,
             .handle = Handler.handle,
+            // Every test here also runs the bookkeeping of `onDone`.
+            .on_done = Handler.onDone,
         }, .{ .connections_max = 1 + config.http2_streams_max, .large_buffers_max = 2, .budget = &fixture.budget });
         fixture.worker.date.update(784111777);
     }
@@ -288,6 +313,37 @@ test "http2: a GET over h2c is answered with HEADERS and DATA" {
             try testing.expectEqualStrings("Yes", fieldOf(created, "x-test").?); // names lowercased
             try testing.expect(created.ended);
             try testing.expect(seen.goaway == null);
+        }
+    }.check);
+}
+
+test "http2: onDone hears of every response once it is out, with the DATA bytes framed" {
+    var client: Client = undefined;
+    try client.init();
+    defer client.deinit();
+    try client.request(1, "GET", "/hello", true);
+    try client.request(3, "POST", "/echo", false);
+    try client.data(3, "more than body_bytes_max", true);
+    // More than the client's window (65535): the rest waits for a WINDOW_UPDATE that never
+    // comes, and the client cancels the stream.
+    try client.request(5, "GET", "/big?n=100000", true);
+    try client.rst(5);
+    try exchange(.{ .body_bytes_max = 8 }, &client, &all_cuts, struct {
+        fn check(seen: *const Seen, fixture: *Fixture) !void {
+            _ = seen;
+            const h = &fixture.handler;
+            try testing.expectEqual(@as(usize, 3), h.done_count);
+            const hello = h.doneFor("/hello").?;
+            try testing.expect(hello.complete and !hello.core and hello.known);
+            try testing.expectEqual(@as(u16, 200), hello.status);
+            try testing.expectEqual(@as(u64, 13), hello.body_bytes);
+            const refused = h.doneFor("/echo").?;
+            try testing.expectEqual(@as(u16, 413), refused.status);
+            try testing.expect(refused.core and refused.complete);
+            try testing.expect(refused.body_bytes > 0); // the explanation
+            const big = h.doneFor("/big").?;
+            try testing.expect(!big.complete);
+            try testing.expect(big.body_bytes <= 65535);
         }
     }.check);
 }

@@ -233,6 +233,8 @@ fn serve(init: std.process.Init, args: *ServeArgs) !void {
         _ = linux.close(log_fd.?);
     };
     args.static.access_log_fd = log_fd;
+    // The JSON lines' `duration_us`: a fine clock at each head and response end.
+    if (log_fd != null and args.static.access_log_format == .json) args.config.fine_durations = true;
     args.static.workers = saker.Server(saker.StaticFiles).workerCountFor(&args.config);
 
     var files = saker.StaticFiles.init(gpa, args.static) catch |err| {

@@ -62,6 +62,8 @@ pub const testing = @import("testing.zig");
 pub const ClientError = client_error.ClientError;
 /// What a handler's optional `onHead` hook returns: how to receive the request body.
 pub const BodyAction = Worker.BodyAction;
+/// What a handler's optional `onDone` hook learns once a response is out (access logs).
+pub const Done = @import("Done.zig");
 
 test {
     std.testing.refAllDecls(@This());

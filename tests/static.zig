@@ -96,7 +96,16 @@ const Running = struct {
     thread: std.Thread,
 
     fn start(kind: saker.engine.Kind, root: []const u8, options: saker.StaticFiles.Options) !*Running {
+        return startTuned(kind, root, options, .{});
+    }
+
+    /// Limits a test sets lower than `saker serve`'s.
+    const Tune = struct { header_timeout_ms: ?u32 = null, body_bytes_max: ?u64 = null };
+
+    fn startTuned(kind: saker.engine.Kind, root: []const u8, options: saker.StaticFiles.Options, tune: Tune) !*Running {
         var config: saker.Config = .{ .host = "127.0.0.1", .port = 0, .engine = kind, .workers = 2 };
+        if (tune.header_timeout_ms) |ms| config.header_timeout_ms = ms;
+        if (tune.body_bytes_max) |n| config.body_bytes_max = n;
         // As `saker serve` sets them.
         config.send_buffer_bytes = 24 * 1024;
         config.unsent_bytes_max = 64 * 1024;
@@ -855,6 +864,91 @@ test "static: the access log is buffered and flushed within a second" {
     }
 }
 
+test "static: the access log has the requests the core refused, and the bytes actually sent" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    for (usable(&engines)) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        var fds: [2]linux.fd_t = undefined;
+        try testing.expectEqual(linux.E.SUCCESS, linux.errno(linux.pipe2(&fds, .{ .CLOEXEC = true })));
+        defer for (fds) |fd| {
+            _ = linux.close(fd);
+        };
+        const running = try Running.startTuned(kind, fixture.root_path, .{ .access_log_fd = fds[1] }, .{ .header_timeout_ms = 300, .body_bytes_max = 1024 });
+        var stopped = false;
+        defer if (!stopped) running.stop();
+        const long_target: [10 * 1024]u8 = @splat('a');
+        const long_field: [70 * 1024]u8 = @splat('b');
+        const refusals = [_]struct { request: []const []const u8, status: u16 }{
+            .{ .request = &.{"NOT HTTP AT ALL\r\n\r\n"}, .status = 400 },
+            .{ .request = &.{"GET /v HTTP/3.0\r\nHost: t\r\n\r\n"}, .status = 505 },
+            .{ .request = &.{ "GET /", &long_target, " HTTP/1.1\r\nHost: t\r\n\r\n" }, .status = 414 },
+            .{ .request = &.{ "GET /h HTTP/1.1\r\nHost: t\r\nX-Big: ", &long_field, "\r\n\r\n" }, .status = 431 },
+            .{ .request = &.{"POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\n\r\n"}, .status = 413 },
+            .{ .request = &.{"GET /te HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n"}, .status = 501 },
+            // Half a head, then silence: 408 once `header_timeout_ms` has passed.
+            .{ .request = &.{"GET /slow HTTP/1.1\r\nHost"}, .status = 408 },
+        };
+        for (refusals) |refusal| {
+            var client = try Client.connect(running.port(), 10_000);
+            defer client.close();
+            for (refusal.request) |part| client.send(part) catch {}; // the server may answer (and close) first
+            const response = try client.readResponse(testing.allocator, .{});
+            defer response.deinit(testing.allocator);
+            try expectStatus(response, refusal.status);
+        }
+        // A download the client gives up on: the line says what was sent, not the file's size.
+        {
+            var client = try Client.connect(running.port(), 10_000);
+            const small: c_int = 16 * 1024;
+            _ = linux.setsockopt(client.fd, linux.SOL.SOCKET, linux.SO.RCVBUF, std.mem.asBytes(&small), @sizeOf(c_int));
+            try client.send("GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+            var chunk: [16 * 1024]u8 = undefined;
+            var got: usize = 0;
+            while (got < 64 * 1024) got += try client.readSome(&chunk);
+            client.close(); // unread bytes: the kernel resets the connection
+        }
+        const whole = try running.get("/hello.txt");
+        whole.deinit(testing.allocator);
+        // Every line is out before `stop` returns (and the aborted download's once the server
+        // saw the reset, which the request above gives it time for).
+        running.stop();
+        stopped = true;
+        var log: std.ArrayList(u8) = .empty;
+        defer log.deinit(testing.allocator);
+        var buffer: [4096]u8 = undefined;
+        var ready = [_]linux.pollfd{.{ .fd = fds[0], .events = linux.POLL.IN, .revents = 0 }};
+        while (linux.poll(&ready, 1, 0) == 1) {
+            const n = linux.read(fds[0], &buffer, buffer.len);
+            if (n == 0 or n > buffer.len) break;
+            try log.appendSlice(testing.allocator, buffer[0..n]);
+        }
+        const expected = [_][]const u8{
+            "\"NOT HTTP AT ALL\" 400 ",
+            "\"GET /v HTTP/3.0\" 505 ",
+            "\"GET /aaaa",
+            "\"GET /h HTTP/1.1\" 431 ",
+            "\"POST /up HTTP/1.1\" 413 ",
+            "\"GET /te HTTP/1.1\" 501 ",
+            "\"GET /slow HTTP/1.1\" 408 ",
+            "\"GET /hello.txt HTTP/1.1\" 200 21 ",
+        };
+        for (expected) |text| if (std.mem.find(u8, log.items, text) == null) {
+            std.debug.print("no line with {s} in:\n{s}\n", .{ text, log.items });
+            return error.TestExpectedLine;
+        };
+        // The 414's request line is cut, and its status follows it.
+        try testing.expect(std.mem.find(u8, log.items, "a\" 414 ") != null);
+        const download = std.mem.find(u8, log.items, "\"GET /big.bin HTTP/1.1\" 200 ") orelse {
+            std.debug.print("no line for the download in:\n{s}\n", .{log.items});
+            return error.TestExpectedLine;
+        };
+        const rest = log.items[download + "\"GET /big.bin HTTP/1.1\" 200 ".len ..];
+        const sent = try std.fmt.parseInt(u64, rest[0..std.mem.findScalar(u8, rest, ' ').?], 10);
+        try testing.expect(sent >= 32 * 1024 and sent < big_size);
+    }
+}
+
 /// Runs the `saker` executable with `args`; returns its exit status and output. Fails with
 /// `error.Timeout` when it is silent for 30 s (and kills it).
 fn runCli(args: []const []const u8) !struct { term: std.process.Child.Term, stderr: []u8, stdout: []u8 } {
@@ -1469,11 +1563,12 @@ test "saker serve --access-log-format json --request-id: each line is a JSON obj
     try testing.expectEqual(@as(usize, "2026-11-26T08:53:38.123456Z".len), line.time.len);
     try testing.expect(line.time[10] == 'T' and line.time[line.time.len - 1] == 'Z');
     try testing.expectEqualStrings("127.0.0.1", line.remote.?);
-    try testing.expectEqualStrings("GET", line.method);
-    try testing.expectEqualStrings("/hello.txt?q=1", line.target);
+    try testing.expectEqualStrings("GET", line.method.?);
+    try testing.expectEqualStrings("/hello.txt?q=1", line.target.?);
     try testing.expectEqualStrings("HTTP/1.1", line.protocol);
     try testing.expectEqual(@as(u16, 200), line.status);
-    try testing.expectEqual(@as(?u64, response.body.len), line.bytes);
+    try testing.expectEqual(@as(u64, response.body.len), line.bytes);
+    try testing.expect(line.complete);
     try testing.expect(line.duration_us != null);
     try testing.expectEqualStrings("json-test/1", line.user_agent.?);
     try testing.expectEqual(@as(?[]const u8, null), line.referer);

@@ -8,6 +8,8 @@
 const std = @import("std");
 const linux = std.os.linux;
 const Request = @import("../Request.zig");
+const Done = @import("../Done.zig");
+const http = @import("../http.zig");
 
 const AccessLog = @This();
 
@@ -39,9 +41,12 @@ pub const Format = enum {
     /// `127.0.0.1 - - [10/Oct/2000:13:55:36 +0000] "GET / HTTP/1.1" 200 12 "-" "curl/7.88.1"`
     combined,
     /// One JSON object per line: `time` (ISO 8601, UTC, microseconds), `remote`, `method`,
-    /// `target`, `protocol`, `status`, `bytes` (null for none), `duration_us` (time spent in
-    /// the handler), `user_agent`, `referer`, `request_id` (null when absent). Strings are
-    /// escaped so every line is valid JSON, in ASCII.
+    /// `target` (both null, and `request_line` holds the client's first line, for a request
+    /// the server refused before its head was whole), `protocol`, `status`, `bytes` (body
+    /// bytes actually sent), `complete` (false: the connection ended before the whole response
+    /// was sent), `duration_us` (from the head's arrival to the response's end, with
+    /// `Config.fine_durations`), `user_agent`, `referer`, `request_id` (null when absent).
+    /// Strings are escaped so every line is valid JSON, in ASCII.
     json,
 
     pub fn parse(text: []const u8) ?Format {
@@ -54,11 +59,14 @@ pub const Format = enum {
 pub const JsonLine = struct {
     time: []const u8,
     remote: ?[]const u8,
-    method: []const u8,
-    target: []const u8,
+    /// Null, with `request_line` instead, for a request refused before its head was whole.
+    method: ?[]const u8,
+    target: ?[]const u8,
+    request_line: ?[]const u8 = null,
     protocol: []const u8,
     status: u16,
-    bytes: ?u64,
+    bytes: u64,
+    complete: bool,
     duration_us: ?u64,
     user_agent: ?[]const u8,
     referer: ?[]const u8,
@@ -83,28 +91,23 @@ pub fn deinit(log: *AccessLog, gpa: std.mem.Allocator) void {
     log.* = undefined;
 }
 
-/// What a line records besides the request.
-pub const Entry = struct {
-    status: u16,
-    /// Body bytes sent; null for none (logged as "-").
-    body_bytes: ?u64,
+/// When a line's exchange ended.
+pub const Time = struct {
     /// Seconds since the epoch.
     unix_seconds: i64,
     /// Microseconds since the epoch (the JSON format's time); 0: `unix_seconds` alone.
     unix_microseconds: i64 = 0,
-    /// Time spent answering, in microseconds (the JSON format's `duration_us`).
-    duration_us: ?u64 = null,
 };
 
-/// Appends the line for `req` to the worker's buffer, writing the buffer out first when the
-/// line does not fit. Only the worker's own thread may call it.
-pub fn append(log: *AccessLog, worker_index: u32, req: *const Request, entry: Entry) void {
+/// Appends the line for the exchange `done` describes to the worker's buffer, writing the
+/// buffer out first when the line does not fit. Only the worker's own thread may call it.
+pub fn append(log: *AccessLog, worker_index: u32, done: *const Done, time: Time) void {
     const buffer = &log.buffers[worker_index];
     var line_buffer: [line_bytes_max]u8 = undefined;
     var w: std.Io.Writer = .fixed(&line_buffer);
     const formatted = switch (log.format) {
-        .combined => formatLine(&w, buffer, req, entry),
-        .json => formatJson(&w, req, entry, false),
+        .combined => formatLine(&w, buffer, done, time),
+        .json => formatJson(&w, done, time, false),
     };
     formatted catch switch (log.format) {
         // Cut: end the line where it was cut.
@@ -112,7 +115,7 @@ pub fn append(log: *AccessLog, worker_index: u32, req: *const Request, entry: En
         // A cut object is no JSON: write it again with its strings shortened (and say so).
         .json => {
             w.end = 0;
-            formatJson(&w, req, entry, true) catch unreachable; // fits: see `cut_string_bytes`
+            formatJson(&w, done, time, true) catch unreachable; // fits: see `cut_string_bytes`
         },
     };
     w.buffer[w.end] = '\n';
@@ -157,24 +160,30 @@ fn flushBuffer(log: *AccessLog, buffer: *Buffer) void {
     buffer.lines = 0;
 }
 
-fn formatLine(w: *std.Io.Writer, buffer: *Buffer, req: *const Request, entry: Entry) std.Io.Writer.Error!void {
-    if (req.peer) |peer| switch (peer) {
+fn formatLine(w: *std.Io.Writer, buffer: *Buffer, done: *const Done, time: Time) std.Io.Writer.Error!void {
+    if (done.peer) |peer| switch (peer) {
         .ip4 => |ip4| try w.print("{d}.{d}.{d}.{d}", .{ ip4.bytes[0], ip4.bytes[1], ip4.bytes[2], ip4.bytes[3] }),
         .ip6 => |ip6| try w.print("{f}", .{std.Io.net.Ip6Address.Unresolved{ .bytes = ip6.bytes, .interface_name = null }}),
     } else try w.writeByte('-');
-    if (buffer.second != entry.unix_seconds) {
-        buffer.second = entry.unix_seconds;
-        formatDate(&buffer.date, entry.unix_seconds);
+    if (buffer.second != time.unix_seconds) {
+        buffer.second = time.unix_seconds;
+        formatDate(&buffer.date, time.unix_seconds);
     }
     try w.print(" - - {s} \"", .{&buffer.date});
-    try writeEscaped(w, req.method.name());
-    try w.writeByte(' ');
-    try writeEscaped(w, req.target);
-    try w.print(" {s}\" {d} ", .{ req.version.text(), entry.status });
-    if (entry.body_bytes) |n| try w.print("{d}", .{n}) else try w.writeByte('-');
+    if (done.request) |req| {
+        try writeEscaped(w, req.method.name());
+        try w.writeByte(' ');
+        try writeEscaped(w, req.target);
+        try w.print(" {s}", .{req.version.text()});
+    } else {
+        // The head never came whole: what the client sent as its first line, as it was.
+        try writeEscaped(w, done.request_line);
+    }
+    try w.print("\" {d} {d}", .{ done.status.code(), done.body_bytes_sent });
     inline for (.{ "Referer", "User-Agent" }) |name| {
         try w.writeAll(" \"");
-        if (req.header(name)) |value| try writeEscaped(w, value) else try w.writeByte('-');
+        const value = if (done.request) |req| req.header(name) else null;
+        if (value) |v| try writeEscaped(w, v) else try w.writeByte('-');
         try w.writeByte('"');
     }
 }
@@ -184,8 +193,8 @@ fn formatLine(w: *std.Io.Writer, buffer: *Buffer, req: *const Request, entry: En
 /// fixed fields stay well within `line_bytes_max`.
 const cut_string_bytes = 128;
 
-fn formatJson(w: *std.Io.Writer, req: *const Request, entry: Entry, cut: bool) std.Io.Writer.Error!void {
-    const micros: i64 = if (entry.unix_microseconds != 0) entry.unix_microseconds else entry.unix_seconds * std.time.us_per_s;
+fn formatJson(w: *std.Io.Writer, done: *const Done, time: Time, cut: bool) std.Io.Writer.Error!void {
+    const micros: i64 = if (time.unix_microseconds != 0) time.unix_microseconds else time.unix_seconds * std.time.us_per_s;
     const epoch_seconds: std.time.epoch.EpochSeconds = .{ .secs = @intCast(std.math.clamp(@divFloor(micros, std.time.us_per_s), 0, 253402300799)) };
     const year_day = epoch_seconds.getEpochDay().calculateYearDay();
     const month_day = year_day.calculateMonthDay();
@@ -195,24 +204,32 @@ fn formatJson(w: *std.Io.Writer, req: *const Request, entry: Entry, cut: bool) s
         day_seconds.getHoursIntoDay(),                       day_seconds.getMinutesIntoHour(), day_seconds.getSecondsIntoMinute(),
         @as(u64, @intCast(@mod(micros, std.time.us_per_s))),
     });
-    if (req.peer) |peer| switch (peer) {
+    if (done.peer) |peer| switch (peer) {
         .ip4 => |ip4| try w.print("\"{d}.{d}.{d}.{d}\"", .{ ip4.bytes[0], ip4.bytes[1], ip4.bytes[2], ip4.bytes[3] }),
         .ip6 => |ip6| try w.print("\"{f}\"", .{std.Io.net.Ip6Address.Unresolved{ .bytes = ip6.bytes, .interface_name = null }}),
     } else try w.writeAll("null");
+    const req = done.request;
     try w.writeAll(",\"method\":");
-    try writeJsonString(w, req.method.name(), cut);
+    if (req) |r| try writeJsonString(w, r.method.name(), cut) else try w.writeAll("null");
     try w.writeAll(",\"target\":");
-    try writeJsonString(w, req.target, cut);
-    try w.print(",\"protocol\":\"{s}\",\"status\":{d},\"bytes\":", .{ req.version.text(), entry.status });
-    if (entry.body_bytes) |n| try w.print("{d}", .{n}) else try w.writeAll("null");
-    try w.writeAll(",\"duration_us\":");
-    if (entry.duration_us) |us| try w.print("{d}", .{us}) else try w.writeAll("null");
+    if (req) |r| try writeJsonString(w, r.target, cut) else try w.writeAll("null");
+    if (req == null) {
+        try w.writeAll(",\"request_line\":");
+        try writeJsonString(w, done.request_line, cut);
+    }
+    const version = if (req) |r| r.version else done.version;
+    try w.print(",\"protocol\":\"{s}\",\"status\":{d},\"bytes\":{d},\"complete\":{},\"duration_us\":", .{
+        version.text(), done.status.code(), done.body_bytes_sent, done.complete,
+    });
+    if (done.duration_us) |us| try w.print("{d}", .{us}) else try w.writeAll("null");
     inline for (.{ .{ "user_agent", "User-Agent" }, .{ "referer", "Referer" } }) |field| {
         try w.writeAll(",\"" ++ field[0] ++ "\":");
-        if (req.header(field[1])) |value| try writeJsonString(w, value, cut) else try w.writeAll("null");
+        const value = if (req) |r| r.header(field[1]) else null;
+        if (value) |v| try writeJsonString(w, v, cut) else try w.writeAll("null");
     }
     try w.writeAll(",\"request_id\":");
-    if (req.request_id) |id| try writeJsonString(w, id, cut) else try w.writeAll("null");
+    const id = if (req) |r| r.request_id else null;
+    if (id) |text| try writeJsonString(w, text, cut) else try w.writeAll("null");
     if (cut) try w.writeAll(",\"cut\":true");
     try w.writeByte('}');
 }
@@ -270,6 +287,19 @@ fn formatDate(out: *[28]u8, unix_seconds: i64) void {
     }) catch unreachable;
 }
 
+fn testDone(req: ?*const Request, status: http.Status, bytes: u64) Done {
+    return .{
+        .request = req,
+        .peer = if (req) |r| r.peer else null,
+        .worker_index = 0,
+        .version = .http11,
+        .status = status,
+        .body_bytes_sent = bytes,
+        .complete = true,
+        .core_response = false,
+    };
+}
+
 fn testRequest(target: []const u8, headers: []const @import("../http.zig").Header, peer: ?std.Io.net.IpAddress) Request {
     return .{
         .method = .GET,
@@ -305,9 +335,18 @@ test "AccessLog: JSON lines parse, with every field, and hostile bytes escaped" 
     };
     var req = testRequest("/a?\"b\"", &headers, .{ .ip4 = .{ .bytes = .{ 192, 0, 2, 9 }, .port = 1 } });
     req.request_id = "id-7";
-    log.append(0, &req, .{ .status = 200, .body_bytes = 12, .unix_seconds = 0, .unix_microseconds = 1_795_683_218_123_456, .duration_us = 42 });
+    var done = testDone(&req, .ok, 12);
+    done.duration_us = 42;
+    log.append(0, &done, .{ .unix_seconds = 0, .unix_microseconds = 1_795_683_218_123_456 });
     req.request_id = null;
-    log.append(0, &req, .{ .status = 304, .body_bytes = null, .unix_seconds = 1_795_683_219 });
+    done = testDone(&req, .not_modified, 0);
+    done.complete = false;
+    log.append(0, &done, .{ .unix_seconds = 1_795_683_219 });
+    // A request refused before its head was whole: its first line stands in for it.
+    done = testDone(null, .bad_request, 61);
+    done.request_line = "GET /\"x\" HTTP/9";
+    done.core_response = true;
+    log.append(0, &done, .{ .unix_seconds = 1_795_683_219 });
     log.flush(0);
     var buffer: [4096]u8 = undefined;
     const n = linux.read(fds[0], &buffer, buffer.len);
@@ -316,9 +355,11 @@ test "AccessLog: JSON lines parse, with every field, and hostile bytes escaped" 
     defer first.deinit();
     try std.testing.expectEqualStrings("2026-11-26T08:53:38.123456Z", first.value.time);
     try std.testing.expectEqualStrings("192.0.2.9", first.value.remote.?);
-    try std.testing.expectEqualStrings("/a?\"b\"", first.value.target);
+    try std.testing.expectEqualStrings("/a?\"b\"", first.value.target.?);
+    try std.testing.expectEqualStrings("GET", first.value.method.?);
+    try std.testing.expect(first.value.complete);
     try std.testing.expectEqualStrings("evil\"agent\\\n\u{ff}", first.value.user_agent.?);
-    try std.testing.expectEqual(@as(?u64, 12), first.value.bytes);
+    try std.testing.expectEqual(@as(u64, 12), first.value.bytes);
     try std.testing.expectEqual(@as(?u64, 42), first.value.duration_us);
     try std.testing.expectEqual(@as(?[]const u8, null), first.value.referer);
     try std.testing.expectEqualStrings("id-7", first.value.request_id.?);
@@ -326,19 +367,28 @@ test "AccessLog: JSON lines parse, with every field, and hostile bytes escaped" 
     defer second.deinit();
     try std.testing.expectEqualStrings("2026-11-26T08:53:39.000000Z", second.value.time);
     try std.testing.expectEqual(@as(u16, 304), second.value.status);
-    try std.testing.expectEqual(@as(?u64, null), second.value.bytes);
+    try std.testing.expectEqual(@as(u64, 0), second.value.bytes);
+    try std.testing.expect(!second.value.complete);
     try std.testing.expectEqual(@as(?[]const u8, null), second.value.request_id);
+    const third = try std.json.parseFromSlice(JsonLine, gpa, lines.next().?, .{});
+    defer third.deinit();
+    try std.testing.expectEqual(@as(u16, 400), third.value.status);
+    try std.testing.expectEqual(@as(?[]const u8, null), third.value.method);
+    try std.testing.expectEqual(@as(?[]const u8, null), third.value.target);
+    try std.testing.expectEqualStrings("GET /\"x\" HTTP/9", third.value.request_line.?);
+    try std.testing.expectEqual(@as(u64, 61), third.value.bytes);
     try std.testing.expectEqualStrings("", lines.next().?);
 
     // A line too long for `line_bytes_max` is written again with its strings cut: still JSON.
     const long: [9000]u8 = @splat('"');
     const long_request = testRequest(&long, &headers, null);
-    log.append(0, &long_request, .{ .status = 414, .body_bytes = 0, .unix_seconds = 1_795_683_219 });
+    done = testDone(&long_request, .uri_too_long, 0);
+    log.append(0, &done, .{ .unix_seconds = 1_795_683_219 });
     log.flush(0);
     const m = linux.read(fds[0], &buffer, buffer.len);
     const cut = try std.json.parseFromSlice(JsonLine, gpa, std.mem.trimEnd(u8, buffer[0..m], "\n"), .{});
     defer cut.deinit();
-    try std.testing.expectEqual(@as(usize, cut_string_bytes), cut.value.target.len);
+    try std.testing.expectEqual(@as(usize, cut_string_bytes), cut.value.target.?.len);
     try std.testing.expect(cut.value.cut);
 }
 
@@ -358,9 +408,14 @@ test "AccessLog: combined format, escaping, buffered until flushed" {
     };
     const peer: std.Io.net.IpAddress = .{ .ip4 = .{ .bytes = .{ 192, 0, 2, 7 }, .port = 5000 } };
     var req = testRequest("/a%20b?q=1", &headers, peer);
-    log.append(1, &req, .{ .status = 200, .body_bytes = 1234, .unix_seconds = 784111777 });
+    var done = testDone(&req, .ok, 1234);
+    log.append(1, &done, .{ .unix_seconds = 784111777 });
     req = testRequest("/x", &.{}, null);
-    log.append(1, &req, .{ .status = 304, .body_bytes = null, .unix_seconds = 784111777 });
+    done = testDone(&req, .not_modified, 0);
+    log.append(1, &done, .{ .unix_seconds = 784111777 });
+    done = testDone(null, .request_timeout, 0);
+    done.request_line = "GET /slow\x00";
+    log.append(1, &done, .{ .unix_seconds = 784111777 });
 
     var out: [512]u8 = undefined;
     try std.testing.expectEqual(linux.E.AGAIN, linux.errno(linux.read(fds[0], &out, out.len)));
@@ -368,7 +423,8 @@ test "AccessLog: combined format, escaping, buffered until flushed" {
     const n = linux.read(fds[0], &out, out.len);
     try std.testing.expectEqualStrings(
         "192.0.2.7 - - [06/Nov/1994:08:49:37 +0000] \"GET /a%20b?q=1 HTTP/1.1\" 200 1234 \"http://r/\" \"curl/8 \\\"evil\\\"\\x01\"\n" ++
-            "- - - [06/Nov/1994:08:49:37 +0000] \"GET /x HTTP/1.1\" 304 - \"-\" \"-\"\n",
+            "- - - [06/Nov/1994:08:49:37 +0000] \"GET /x HTTP/1.1\" 304 0 \"-\" \"-\"\n" ++
+            "- - - [06/Nov/1994:08:49:37 +0000] \"GET /slow\\x00\" 408 0 \"-\" \"-\"\n",
         out[0..n],
     );
 }

@@ -16,6 +16,7 @@ const HmacSha256 = std.crypto.auth.hmac.sha2.HmacSha256;
 const timing_safe = std.crypto.timing_safe;
 const Request = @import("../Request.zig");
 const Response = @import("../Response.zig");
+const Done = @import("../Done.zig");
 const sync = @import("../sync.zig");
 const fs = @import("static/fs.zig");
 
@@ -309,9 +310,9 @@ fn remember(auth: *BasicAuth, mac: *const [HmacSha256.mac_length]u8) void {
 }
 
 /// `Handler` behind Basic authentication: a request without the credentials of a user of
-/// `auth` gets 401 and never reaches `inner.handle` (`inner.logAnswered(req, res)`, when the
-/// handler declares it, logs it). Declares `mayBlock`, so that a request that needs a bcrypt
-/// runs on the server's handler pool; forwards `onTick`.
+/// `auth` gets 401 and never reaches `inner.handle` (the inner handler's `onDone` still hears
+/// of it, so its access log has the line). Declares `mayBlock`, so that a request that needs a
+/// bcrypt runs on the server's handler pool; forwards `onTick`, `onDone` and `wantsDone`.
 pub fn Guard(comptime Handler: type) type {
     return struct {
         inner: *Handler,
@@ -322,10 +323,7 @@ pub fn Guard(comptime Handler: type) type {
         pub fn handle(self: *Self, req: *Request, res: *Response) !void {
             switch (self.auth.check(req)) {
                 .allowed => return self.inner.handle(req, res),
-                .denied => {
-                    try self.auth.refuse(res);
-                    if (@hasDecl(Handler, "logAnswered")) self.inner.logAnswered(req, res);
-                },
+                .denied => try self.auth.refuse(res),
             }
         }
 
@@ -337,6 +335,16 @@ pub fn Guard(comptime Handler: type) type {
 
         pub fn onTick(self: *Self, worker_index: u32) void {
             if (@hasDecl(Handler, "onTick")) self.inner.onTick(worker_index);
+        }
+
+        pub fn wantsDone(self: *const Self) bool {
+            if (!@hasDecl(Handler, "onDone")) return false;
+            if (@hasDecl(Handler, "wantsDone")) return self.inner.wantsDone();
+            return true;
+        }
+
+        pub fn onDone(self: *Self, done: *const Done) void {
+            if (@hasDecl(Handler, "onDone")) self.inner.onDone(done);
         }
     };
 }
@@ -376,7 +384,7 @@ fn loadText(dir: std.testing.TmpDir, text: []const u8, diagnostic: *Diagnostic) 
 const Files = struct {
     served: u32 = 0,
     ticks: u32 = 0,
-    refusals_logged: u32 = 0,
+    done_seen: u32 = 0,
 
     pub fn handle(files: *Files, _: *Request, res: *Response) !void {
         files.served += 1;
@@ -387,9 +395,9 @@ const Files = struct {
         files.ticks += 1;
     }
 
-    pub fn logAnswered(files: *Files, _: *const Request, res: *const Response) void {
-        assert(res.status == .unauthorized);
-        files.refusals_logged += 1;
+    pub fn onDone(files: *Files, done: *const Done) void {
+        assert(done.status == .unauthorized);
+        files.done_seen += 1;
     }
 };
 
@@ -445,9 +453,12 @@ test "BasicAuth: the right password passes and is remembered; wrong, unknown, mi
     try testing.expect(!(try call(&guard, "Basic Ym9iOnNlY3JldA==")).may_block);
     try testing.expect((try call(&guard, alice)).may_block);
     try testing.expectEqual(@as(u32, 6), files.served);
-    try testing.expectEqual(@as(u32, 6), files.refusals_logged);
     guard.onTick(0);
     try testing.expectEqual(@as(u32, 1), files.ticks);
+    // The hooks the server calls reach the inner handler.
+    try testing.expect(guard.wantsDone());
+    guard.onDone(&.{ .request = null, .peer = null, .worker_index = 0, .version = .http11, .status = .unauthorized, .body_bytes_sent = 0, .complete = true, .core_response = false });
+    try testing.expectEqual(@as(u32, 1), files.done_seen);
     try testing.expectEqualStrings("Basic realm=\"files\", charset=\"UTF-8\"", auth.challenge);
 }
 

@@ -32,6 +32,7 @@ const Response = @import("../Response.zig");
 const ResponseHead = @import("../http1/ResponseHead.zig");
 const sync = @import("../sync.zig");
 const AccessLog = @import("AccessLog.zig");
+const Done = @import("../Done.zig");
 const fs = @import("static/fs.zig");
 const url_path = @import("static/url_path.zig");
 const mime = @import("static/mime.zig");
@@ -303,26 +304,34 @@ pub fn handle(sf: *StaticFiles, req: *Request, res: *Response) !void {
     state.mutex.lock();
     defer state.mutex.unlock();
     defer state.cache.releaseScratch();
-    const clock = Clock.read(sf.fineClock());
-    sf.respond(state, req, res, clock) catch |err| {
-        sf.logRequest(index, req, 500, null, clock);
-        return err;
-    };
-    const status = res.status.code();
-    const body_bytes: ?u64 = if (req.method == .HEAD or res.status.forbidsContent()) null else res.contentLength();
-    sf.logRequest(index, req, status, body_bytes, clock);
+    try sf.respond(state, req, res, Clock.read());
 }
 
-/// Writes the access log line of a request answered before it reached `handle` (the 401 of
-/// `BasicAuth.Guard`).
-pub fn logAnswered(sf: *StaticFiles, req: *const Request, res: *const Response) void {
-    if (sf.access_log == null) return;
-    const index = req.worker_index % @as(u32, @intCast(sf.states.len));
+/// Whether `onDone` is wanted: only with an access log.
+pub fn wantsDone(sf: *const StaticFiles) bool {
+    return sf.access_log != null;
+}
+
+/// Writes the access log line of every response once it is out, including those the server
+/// made itself for requests it refused (`saker.Done`): the bytes are those actually sent.
+pub fn onDone(sf: *StaticFiles, done: *const Done) void {
+    const access_log = if (sf.access_log) |*l| l else return;
+    const index = done.worker_index % @as(u32, @intCast(sf.states.len));
     const state = &sf.states[index];
     state.mutex.lock();
     defer state.mutex.unlock();
-    const body_bytes: ?u64 = if (req.method == .HEAD or res.status.forbidsContent()) null else res.contentLength();
-    sf.logRequest(index, req, res.status.code(), body_bytes, Clock.read(sf.fineClock()));
+    const clock = Clock.read();
+    var time: AccessLog.Time = .{ .unix_seconds = clock.unix_seconds };
+    if (access_log.format == .json) {
+        // The JSON format's microseconds: a fine clock read, only there.
+        var now: linux.timespec = undefined;
+        _ = linux.clock_gettime(.REALTIME, &now);
+        time.unix_microseconds = @as(i64, now.sec) * std.time.us_per_s + @divFloor(now.nsec, std.time.ns_per_us);
+    }
+    access_log.append(index, done, time);
+    // Engines without a tick (thread-based) still see lines written within a second of a
+    // later request, not only when the buffer fills.
+    access_log.flushIfOlder(index, clock.ms, 1000);
 }
 
 /// Flushes the worker's access log buffer (called by the server on every tick and at exit).
@@ -335,55 +344,22 @@ pub fn onTick(sf: *StaticFiles, worker_index: u32) void {
     access_log.flush(index);
 }
 
-/// Whether requests need a fine clock reading (the JSON access log's durations).
-fn fineClock(sf: *const StaticFiles) bool {
-    const access_log = sf.access_log orelse return false;
-    return access_log.format == .json;
-}
-
-fn logRequest(sf: *StaticFiles, index: u32, req: *const Request, status: u16, body_bytes: ?u64, clock: Clock) void {
-    const access_log = if (sf.access_log) |*l| l else return;
-    var entry: AccessLog.Entry = .{ .status = status, .body_bytes = body_bytes, .unix_seconds = clock.unix_seconds };
-    if (access_log.format == .json) {
-        // The JSON format's microseconds: a fine clock read, only there.
-        var now: linux.timespec = undefined;
-        _ = linux.clock_gettime(.REALTIME, &now);
-        entry.unix_microseconds = @as(i64, now.sec) * std.time.us_per_s + @divFloor(now.nsec, std.time.ns_per_us);
-        _ = linux.clock_gettime(.MONOTONIC, &now);
-        const end_us = @as(u64, @intCast(now.sec)) * std.time.us_per_s + @as(u64, @intCast(now.nsec)) / std.time.ns_per_us;
-        entry.duration_us = end_us -| clock.start_us;
-    }
-    access_log.append(index, req, entry);
-    // Engines without a tick (thread-based) still see lines written within a second of a
-    // later request, not only when the buffer fills.
-    access_log.flushIfOlder(index, clock.ms, 1000);
-}
-
 /// The clocks a request needs, read once.
 const Clock = struct {
     /// Monotonic, for cache revalidation.
     ms: u64,
     /// Wall clock, for dates.
     unix_seconds: i64,
-    /// A fine monotonic reading, in microseconds, when `fine` asked for one (the JSON
-    /// access log's durations); 0 otherwise.
-    start_us: u64 = 0,
 
-    fn read(fine: bool) Clock {
+    fn read() Clock {
         var mono: linux.timespec = undefined;
         _ = linux.clock_gettime(.MONOTONIC_COARSE, &mono);
         var real: linux.timespec = undefined;
         _ = linux.clock_gettime(.REALTIME_COARSE, &real);
-        var clock: Clock = .{
+        return .{
             .ms = @as(u64, @intCast(mono.sec)) * 1000 + @as(u64, @intCast(mono.nsec)) / std.time.ns_per_ms,
             .unix_seconds = real.sec,
         };
-        if (fine) {
-            var now: linux.timespec = undefined;
-            _ = linux.clock_gettime(.MONOTONIC, &now);
-            clock.start_us = @as(u64, @intCast(now.sec)) * std.time.us_per_s + @as(u64, @intCast(now.nsec)) / std.time.ns_per_us;
-        }
-        return clock;
     }
 };
 

@@ -109,6 +109,7 @@ inline fn worker(c: *const Session) *Worker {
 /// Gives back everything the connection holds. Call once, after the socket is closed.
 pub fn deinit(c: *Session) void {
     if (c.exchange) |x| {
+        if (x.done.active) c.reportDone(x); // the connection ended before the response was out
         if (x.websocket) |session| session.release(); // its 101 could not be sent
         x.websocket = null;
         if (x.file) |file| file.done();
@@ -268,6 +269,7 @@ pub fn switchToHttp2(c: *Session, n: usize) void {
 pub fn takeHttp2(c: *Session) *Exchange {
     assert(c.phase == .http2);
     const x = c.exchange.?;
+    assert(!x.done.active); // no response was made on this connection's first bytes
     c.exchange = null;
     c.phase = .closed;
     return x;
@@ -278,6 +280,7 @@ pub fn onSend(c: *Session, n: usize) void {
     const x = c.exchange.?;
     c.deadlines().send_ms = c.worker().now_ms + c.worker().config.write_timeout_ms;
     if (c.phase == .handling) return x.handoff.sent(n);
+    if (x.done.active) x.done.sent_bytes += n;
     if (x.iovec_index < x.iovec_count) {
         x.advanceIovecs(n);
     } else {
@@ -363,6 +366,11 @@ pub fn takeUpgrade(c: *Session) *Exchange {
     assert(c.phase == .upgraded);
     const x = c.exchange.?;
     assert(x.websocket != null);
+    // The 101 is reported as it goes to the WebSocket side: from here on the bytes are frames.
+    if (x.done.active) {
+        x.done.complete = true;
+        c.reportDone(x);
+    }
     c.exchange = null;
     c.phase = .closed;
     return x;
@@ -391,7 +399,9 @@ fn releaseIfIdle(c: *Session) void {
 /// connection must close, or more bytes are needed.
 fn process(c: *Session) void {
     const x = c.exchange.?;
-    while (!c.close_after_send) {
+    // With an `onDone` hook a batch holds one response, so each is reported once it is out
+    // while its request is still in memory.
+    while (!c.close_after_send and !x.done.active) {
         switch (c.phase) {
             .head => if (!c.processHead(x)) break,
             .body => {
@@ -425,6 +435,7 @@ fn processHead(c: *Session, x: *Exchange) bool {
         },
         .complete => {
             x.started_ms = c.worker().now_ms;
+            c.worker().beginDone(x);
             return c.startBody(x);
         },
     }
@@ -1030,7 +1041,11 @@ fn finishResponse(c: *Session, x: *Exchange) void {
     if (res.websocket_upgrade) |options| return c.finishUpgrade(x, options);
     const keep = c.keepAlive(x);
     if (!keep) c.close_after_send = true;
-    if (res.streaming) return c.finishStream(x);
+    if (res.streaming) {
+        // Its head and chunks so far were counted as they went (`sendChunk`).
+        if (c.worker().dispatch.on_done != null) c.pendDone(x, res.status, false, 0);
+        return c.finishStream(x);
+    }
     const no_content = res.status.forbidsContent();
     const send_body = !no_content and !res.discard_body;
     const head: ResponseHead = .{
@@ -1042,6 +1057,7 @@ fn finishResponse(c: *Session, x: *Exchange) void {
         .headers = res.headers(),
     };
     const head_len = head.len();
+    if (c.worker().dispatch.on_done != null) c.pendDone(x, res.status, false, head_len);
     switch (res.body) {
         .buffered => {
             const body = res.bufferedBody();
@@ -1119,6 +1135,7 @@ fn finishUpgrade(c: *Session, x: *Exchange, options: @import("../websocket.zig")
     // Held even if the head cannot be written: `deinit` gives it back.
     x.websocket = session;
     c.appendHead(x, &head) catch return;
+    if (c.worker().dispatch.on_done != null) c.pendDone(x, .switching_protocols, false, 0);
 }
 
 /// Writes `head` into the send buffer (or the arena when it is full) and adds it to the batch.
@@ -1215,6 +1232,7 @@ fn sendChunk(context: *anyopaque, res: *Response, parts: []const []const u8) err
     }
     var total: usize = 0;
     for (parts) |part| total += part.len;
+    const head_bytes: usize = if (n > 0) iovecs[0].len else 0;
     var size_line: [20]u8 = undefined;
     if (!http10) {
         iovecs[n] = iovec(chunkSizeLine(&size_line, total));
@@ -1229,6 +1247,10 @@ fn sendChunk(context: *anyopaque, res: *Response, parts: []const []const u8) err
         n += 1;
     }
     try sink.writeAll(sink.context, iovecs[0..n]);
+    if (c.worker().dispatch.on_done != null) {
+        for (iovecs[0..n]) |v| x.done.sent_bytes += v.len;
+        x.done.head_bytes += head_bytes;
+    }
 }
 
 /// Sends, through the sink, the responses of earlier pipelined requests still in the batch:
@@ -1266,6 +1288,24 @@ fn finishRequest(c: *Session, x: *Exchange) void {
     c.deadlines().read_ms = c.worker().now_ms + c.worker().config.header_timeout_ms;
 }
 
+/// Notes the response just made for `onDone` (its head: `head_bytes` more of what the batch
+/// sends; a streamed one's went out already).
+fn pendDone(c: *const Session, x: *Exchange, status: http.Status, core_response: bool, head_bytes: usize) void {
+    _ = c;
+    x.done.active = true;
+    x.done.status = status;
+    x.done.core_response = core_response;
+    x.done.request_known = true;
+    x.done.head_bytes += head_bytes;
+}
+
+/// Tells the handler's `onDone` about the pending response.
+fn reportDone(c: *Session, x: *Exchange) void {
+    const version: http.Version = if (x.done.request_known) x.request.version else .http11;
+    const peer: ?std.Io.net.IpAddress = if (c.connection().peer) |p| p.* else null;
+    c.worker().reportDone(x, peer, version, x.recv[x.head_start..x.recv_end]);
+}
+
 /// Answers with an error status and closes (see README.md, Limits).
 fn fail(c: *Session, status: http.Status, message: []const u8) void {
     const x = c.exchange.?;
@@ -1273,6 +1313,13 @@ fn fail(c: *Session, status: http.Status, message: []const u8) void {
     const head_received = x.started_ms != 0;
     metrics.answered(if (head_received) x.parser.head.method else null, status, if (head_received) c.worker().now_ms -| x.started_ms else null);
     if (status != .internal_server_error) metrics.refusedFor(status);
+    const report = c.worker().dispatch.on_done != null;
+    if (report) {
+        // The request as far as it came, for `onDone`: its head when that was whole.
+        assert(!x.done.active); // a batch with an `onDone` hook holds one response
+        if (!head_received) x.done = .{};
+        if (head_received and !x.prepared) c.prepare(x, "");
+    }
     c.close_after_send = true;
     c.linger = true;
     x.body = .none;
@@ -1292,12 +1339,20 @@ fn fail(c: *Session, status: http.Status, message: []const u8) void {
     @memcpy(out[written.len..][0..body.len], body);
     // A file body would have ended the batch, so there is room for one more iovec.
     x.appendIovec(out[0..len]);
+    if (report) {
+        c.pendDone(x, status, true, written.len);
+        x.done.request_known = head_received;
+    }
     c.deadlines().send_ms = c.worker().now_ms + c.worker().config.write_timeout_ms;
 }
 
 /// Called when the batch has been sent: continue with pipelined requests, go idle, or close.
 fn batchSent(c: *Session) void {
     const x = c.exchange.?;
+    if (x.done.active) {
+        x.done.complete = true;
+        c.reportDone(x);
+    }
     x.clearBatch();
     if (c.close_after_send) {
         c.phase = if (c.linger) .shutdown else .closed;

@@ -328,6 +328,10 @@ fn dropStream(s: *Session, st: *Stream) void {
     if (st.file) |f| f.done();
     st.file = null;
     const x = st.x;
+    if (x.done.active) {
+        const peer: ?std.Io.net.IpAddress = if (s.connection().peer) |p| p.* else null;
+        s.worker().reportDone(x, peer, .http2, "");
+    }
     x.iovec_index = x.iovec_count;
     x.file = null;
     s.worker().releaseExchange(x);
@@ -987,6 +991,7 @@ fn headerBlock(s: *Session, id: u31, end_stream: bool, block: []const u8) void {
     const st = &state.streams[index];
     x.arena.beginRequest();
     x.started_ms = w.now_ms;
+    w.beginDone(x);
     if (decoded.too_large) {
         s.prepare(st, &.{ .version = .http2 });
         return s.answer(st, .request_header_fields_too_large, "request header list too large");
@@ -1000,6 +1005,7 @@ fn headerBlock(s: *Session, id: u31, end_stream: bool, block: []const u8) void {
         },
         .head => |head| {
             s.prepare(st, &head.head);
+            x.done.request_known = true;
             if (!end_stream) {
                 if (w.dispatch.on_head) |on_head| {
                     const action = on_head(w.dispatch.context, &x.request, &x.response) catch |err| return s.hookFailed(st, err);
@@ -1170,6 +1176,7 @@ fn answer(s: *Session, st: *Stream, status: http.Status, message: []const u8) vo
     res.setBody(text);
     if (status != .internal_server_error) s.worker().metrics.refusedFor(status);
     st.body_mode = .discard;
+    x.done.core_response = true;
     s.responseReady(st);
 }
 
@@ -1180,6 +1187,8 @@ fn responseReady(s: *Session, st: *Stream) void {
     const res = &x.response;
     w.metrics.answered(x.request.method, res.status, w.now_ms -| x.started_ms);
     w.requests_total += 1;
+    x.done.active = w.dispatch.on_done != null;
+    x.done.status = res.status;
     if (!st.remote_closed) st.early = true;
     st.continue_pending = false;
     st.send = .headers;
@@ -1547,6 +1556,7 @@ fn writeTrailers(s: *Session, st: *Stream) bool {
 fn responseDone(s: *Session, st: *Stream) void {
     st.send = .done;
     st.finished = true;
+    st.x.done.complete = true;
     // A response given before the whole request came: the rest of it is not wanted. (Behind
     // a file's last frame nothing may follow in the batch: the client then learns it from
     // the STREAM_CLOSED its next DATA gets.)
@@ -1614,6 +1624,7 @@ fn writeData(s: *Session, st: *Stream) DataOutcome {
     }
     st.send_window -= n;
     state.conn_send_window -= n;
+    st.x.done.sent_bytes += n;
     if (last) {
         if (trailers_follow) st.send = .trailers else s.responseDone(st);
     }
