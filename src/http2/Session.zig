@@ -242,21 +242,18 @@ pub fn open(s: *Session, x: *Exchange) bool {
     const w = s.worker();
     const config = w.config;
     const gpa = w.gpa;
-    const table_bytes = config.http2_header_table_bytes;
-    const ring_len = hpack.DynamicTable.ringLength(table_bytes);
-    const encoder_ring_len = hpack.DynamicTable.ringLength(encoder_table_bytes);
     const state = gpa.create(State) catch return s.refuse(x);
     const streams = gpa.alloc(Stream, @min(config.http2_streams_max, streams_initial)) catch {
         gpa.destroy(state);
         return s.refuse(x);
     };
-    const tables = gpa.alloc(u8, table_bytes + encoder_table_bytes) catch {
+    const table = gpa.alloc(u8, encoder_table_bytes) catch {
         gpa.free(streams);
         gpa.destroy(state);
         return s.refuse(x);
     };
-    const rings = gpa.alloc(hpack.DynamicTable.Entry, ring_len + encoder_ring_len) catch {
-        gpa.free(tables);
+    const ring = gpa.alloc(hpack.DynamicTable.Entry, hpack.DynamicTable.ringLength(encoder_table_bytes)) catch {
+        gpa.free(table);
         gpa.free(streams);
         gpa.destroy(state);
         return s.refuse(x);
@@ -264,8 +261,9 @@ pub fn open(s: *Session, x: *Exchange) bool {
     state.* = .{
         .worker_gpa = gpa,
         .x = x,
-        .decoder = .init(tables[0..table_bytes], rings[0..ring_len]),
-        .encoder = .init(tables[table_bytes..], rings[ring_len..]),
+        // The peer's table grows as its entries need (an idle connection holds little of it).
+        .decoder = .initGrowable(gpa, config.http2_header_table_bytes),
+        .encoder = .init(table, ring),
         .streams = streams,
         .glitch_tokens = config.http2_glitch_burst,
         .glitch_refilled_ms = w.now_ms,
@@ -314,8 +312,9 @@ pub fn deinit(s: *Session) void {
         w.releaseExchange(x);
     }
     const gpa = state.worker_gpa;
-    gpa.free(state.decoder.table.bytes.ptr[0 .. state.decoder.table.bytes.len + state.encoder.table.bytes.len]);
-    gpa.free(state.decoder.table.ring.ptr[0 .. state.decoder.table.ring.len + state.encoder.table.ring.len]);
+    state.decoder.deinit();
+    gpa.free(state.encoder.table.bytes);
+    gpa.free(state.encoder.table.ring);
     gpa.free(state.streams);
     gpa.destroy(state);
     s.state = null;
@@ -938,8 +937,10 @@ fn headerBlock(s: *Session, id: u31, end_stream: bool, block: []const u8) void {
     const state = s.state.?;
     const w = s.worker();
     const scratch = decodeScratch(w) orelse return s.goAway(.internal_error, "out of memory for header decoding");
-    var decoded = state.decoder.decode(block, scratch.bytes, scratch.fields) catch
-        return s.goAway(.compression_error, "a header block that does not decode");
+    var decoded = state.decoder.decode(block, scratch.bytes, scratch.fields) catch |err| switch (err) {
+        error.Compression => return s.goAway(.compression_error, "a header block that does not decode"),
+        error.OutOfMemory => return s.goAway(.internal_error, "out of memory for the header table"),
+    };
     if (!decoded.too_large) {
         var list_bytes: usize = 0;
         for (decoded.fields) |f| list_bytes += f.name.len + f.value.len;

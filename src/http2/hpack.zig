@@ -102,10 +102,16 @@ const static_names = blk: {
 /// The dynamic table (RFC 7541 §2.3.2, §4): entries newest first, evicted oldest first so
 /// that their sizes stay within `capacity`. Entry bytes live in one buffer, appended at its
 /// end and moved back to its start when the end is reached; a ring of descriptors indexes
-/// them.
+/// them. A fixed table has both at their largest from the start (`init`); a growable one
+/// (`initGrowable`) starts empty and doubles them as entries need, up to the same largest: a
+/// connection whose peer indexes a few short fields holds a few hundred bytes, not 4 KiB.
 pub const DynamicTable = struct {
-    /// Room for entry bytes: the largest capacity the table may be given.
+    /// Room for entry bytes now (at most `limit`).
     bytes: []u8,
+    /// The largest capacity the table may be given.
+    limit: usize,
+    /// Where a growable table's memory comes from (null: fixed).
+    gpa: ?std.mem.Allocator = null,
     /// Live bytes are `bytes[start..end]`, oldest entry first.
     start: usize = 0,
     end: usize = 0,
@@ -129,31 +135,51 @@ pub const DynamicTable = struct {
         return bytes_max / 32 + 1;
     }
 
-    /// A table with `bytes` for entries (its largest capacity) and `ring` for descriptors
-    /// (`ringLength(bytes.len)` of them); it starts at its largest capacity.
+    /// The smallest buffers a growable table takes when it first needs room.
+    const grow_bytes_min = 256;
+    const grow_ring_min = 8;
+
+    /// A fixed table with `bytes` for entries (its largest capacity) and `ring` for
+    /// descriptors (`ringLength(bytes.len)` of them); it starts at its largest capacity.
     pub fn init(bytes: []u8, ring: []Entry) DynamicTable {
         assert(ring.len >= ringLength(bytes.len));
-        return .{ .bytes = bytes, .ring = ring, .capacity = bytes.len };
+        return .{ .bytes = bytes, .limit = bytes.len, .ring = ring, .capacity = bytes.len };
+    }
+
+    /// A growable table of at most `limit` bytes that holds no memory until its first entry;
+    /// it starts at its largest capacity. `deinit` frees what it took.
+    pub fn initGrowable(gpa: std.mem.Allocator, limit: usize) DynamicTable {
+        return .{ .bytes = &.{}, .limit = limit, .gpa = gpa, .ring = &.{}, .capacity = limit };
+    }
+
+    /// Frees a growable table's memory.
+    pub fn deinit(t: *DynamicTable) void {
+        const gpa = t.gpa orelse return;
+        gpa.free(t.bytes);
+        gpa.free(t.ring);
+        t.bytes = &.{};
+        t.ring = &.{};
     }
 
     /// Sets the capacity (a size update), evicting what no longer fits.
     pub fn setCapacity(t: *DynamicTable, capacity: usize) void {
-        assert(capacity <= t.bytes.len);
+        assert(capacity <= t.limit);
         t.capacity = capacity;
         t.evictTo(capacity);
     }
 
     /// Adds an entry (RFC 7541 §4.4): older entries are evicted to make room; an entry larger
     /// than the capacity empties the table and is not added. `name` and `value` must not point
-    /// into the table.
-    pub fn insert(t: *DynamicTable, name: []const u8, value: []const u8) void {
+    /// into the table. Only a growable table can fail, when it cannot grow.
+    pub fn insert(t: *DynamicTable, name: []const u8, value: []const u8) error{OutOfMemory}!void {
         assert(!t.holds(name) and !t.holds(value));
         const size = entrySize(name.len, value.len);
         if (size > t.capacity) return t.evictTo(0);
         t.evictTo(t.capacity - size);
         const len = name.len + value.len;
         if (t.end + len > t.bytes.len) t.compact();
-        assert(t.end + len <= t.bytes.len);
+        if (t.end + len > t.bytes.len or t.count == t.ring.len) try t.grow(t.end + len);
+        assert(t.end + len <= t.bytes.len and t.count < t.ring.len);
         @memcpy(t.bytes[t.end..][0..name.len], name);
         @memcpy(t.bytes[t.end + name.len ..][0..value.len], value);
         t.newest = if (t.count == 0) t.newest else (t.newest + 1) % t.ring.len;
@@ -196,6 +222,37 @@ pub const DynamicTable = struct {
         }
     }
 
+    /// Gives a growable table room for `bytes_needed` entry bytes and one more descriptor
+    /// (doubling, up to `limit`), moving its entries over, oldest first. A fixed table always
+    /// has room: its bytes hold `limit` and its ring `ringLength(limit)`, and the entries'
+    /// sizes (at least 32 each) stay within the capacity.
+    fn grow(t: *DynamicTable, bytes_needed: usize) error{OutOfMemory}!void {
+        const gpa = t.gpa.?;
+        assert(bytes_needed <= t.limit);
+        const bytes_len = @min(t.limit, @max(bytes_needed, t.bytes.len * 2, grow_bytes_min));
+        const ring_len = @min(ringLength(t.limit), @max(t.count + 1, t.ring.len * 2, grow_ring_min));
+        assert(ring_len > t.count);
+        const bytes = try gpa.alloc(u8, bytes_len);
+        errdefer gpa.free(bytes);
+        const ring = try gpa.alloc(Entry, ring_len);
+        var end: usize = 0;
+        var i = t.count;
+        while (i > 0) : (i -= 1) {
+            const entry = t.ring[(t.newest + t.ring.len - (i - 1)) % t.ring.len];
+            const len = entry.name_len + entry.value_len;
+            @memcpy(bytes[end..][0..len], t.bytes[entry.offset..][0..len]);
+            ring[t.count - i] = .{ .offset = @intCast(end), .name_len = entry.name_len, .value_len = entry.value_len };
+            end += len;
+        }
+        gpa.free(t.bytes);
+        gpa.free(t.ring);
+        t.bytes = bytes;
+        t.ring = ring;
+        t.start = 0;
+        t.end = end;
+        t.newest = if (t.count == 0) 0 else t.count - 1;
+    }
+
     /// Moves the live bytes to the start of the buffer.
     fn compact(t: *DynamicTable) void {
         const shift = t.start;
@@ -220,6 +277,8 @@ pub const DecodeError = error{
     /// A truncated or overlong integer or string, an index of 0 or past the tables, a size
     /// update above the limit or after a field, or bad Huffman code.
     Compression,
+    /// A growable table could not grow (the connection cannot go on either).
+    OutOfMemory,
 };
 
 /// Decodes integer with an `prefix_bits`-bit prefix at `block[index.*]` (RFC 7541 §5.1).
@@ -286,12 +345,22 @@ pub const Decoder = struct {
         return .{ .table = .init(bytes, ring), .capacity_max = bytes.len };
     }
 
+    /// A decoder whose table takes memory only as the peer's entries need it, up to `limit`
+    /// (our SETTINGS_HEADER_TABLE_SIZE). `deinit` frees it.
+    pub fn initGrowable(gpa: std.mem.Allocator, limit: usize) Decoder {
+        return .{ .table = .initGrowable(gpa, limit), .capacity_max = limit };
+    }
+
+    pub fn deinit(d: *Decoder) void {
+        d.table.deinit();
+    }
+
     /// Decodes a whole header block into `fields`, copying names and values into `storage`
     /// (which must hold at least `table.bytes.len` bytes). The list may take up to
     /// `storage.len` bytes of names and values; beyond that, or beyond `fields.len` fields,
     /// the result is `too_large`.
     pub fn decode(d: *Decoder, block: []const u8, storage: []u8, fields: []Field) DecodeError!Decoded {
-        assert(storage.len >= d.table.bytes.len);
+        assert(storage.len >= d.table.limit);
         var used: usize = 0; // bytes of `storage` the kept fields take
         var count: usize = 0;
         var too_large = false;
@@ -331,7 +400,7 @@ pub const Decoder = struct {
             const value = try readString(block, &index);
             if (!too_large) {
                 if (try place(storage[used..], name, value)) |field| {
-                    if (indexing) d.table.insert(field.name, field.value);
+                    if (indexing) try d.table.insert(field.name, field.value);
                     if (count == fields.len) {
                         too_large = true;
                         continue;
@@ -346,7 +415,7 @@ pub const Decoder = struct {
             // Too large for the list: the table may still want the entry, and the strings
             // must still be valid.
             if (try place(storage, name, value)) |field| {
-                if (indexing) d.table.insert(field.name, field.value);
+                if (indexing) try d.table.insert(field.name, field.value);
                 continue;
             }
             if (!name.isValid() or !value.isValid()) return error.Compression;
@@ -452,7 +521,7 @@ pub const Encoder = struct {
     /// The peer's SETTINGS_HEADER_TABLE_SIZE: the table uses at most that (and at most its
     /// buffer), announced with the next block.
     pub fn setPeerLimit(e: *Encoder, peer_max: u32) void {
-        const capacity: u32 = @intCast(@min(peer_max, e.table.bytes.len));
+        const capacity: u32 = @intCast(@min(peer_max, e.table.limit));
         if (capacity == e.table.capacity and e.pending_update == null) return;
         e.table.setCapacity(capacity);
         e.pending_update = capacity;
@@ -491,7 +560,8 @@ pub const Encoder = struct {
             try encodeInteger(out, if (never) 0x10 else 0x00, 4, name_index);
         if (name_index == 0) n += try e.writeString(out[n..], name);
         n += try e.writeString(out[n..], value);
-        if (index_it) e.table.insert(name, value);
+        // The encoder's table is fixed: it never needs to grow.
+        if (index_it) e.table.insert(name, value) catch unreachable;
         return n;
     }
 
@@ -864,4 +934,53 @@ test "hpack: random header lists survive encoding and decoding, with the tables 
         try testing.expectEqual(pair.encoder.table.count, pair.decoder.table.count);
         try testing.expectEqual(pair.encoder.table.size, pair.decoder.table.size);
     }
+}
+
+test "DynamicTable: a growable table holds the same entries as a fixed one, and grows no further than its limit" {
+    const limit = 1024;
+    var fixed_bytes: [limit]u8 = undefined;
+    var fixed_ring: [DynamicTable.ringLength(limit)]DynamicTable.Entry = undefined;
+    var fixed: DynamicTable = .init(&fixed_bytes, &fixed_ring);
+    var growable: DynamicTable = .initGrowable(testing.allocator, limit);
+    defer growable.deinit();
+    try testing.expectEqual(@as(usize, 0), growable.bytes.len); // nothing until an entry comes
+    var prng: std.Random.DefaultPrng = .init(0x7ab1e);
+    const random = prng.random();
+    var text: [300]u8 = undefined;
+    for (&text, 0..) |*b, i| b.* = @intCast('a' + i % 26);
+    for (0..5000) |round| {
+        // Empty fields too: 32 bytes of size and none of text, the most descriptors per byte.
+        const name_len = random.uintAtMost(usize, if (round % 3 == 0) 0 else 40);
+        const value_len = random.uintAtMost(usize, if (round % 3 == 0) 0 else 300 - 40);
+        const name = text[0..name_len];
+        const value = text[40..][0..value_len];
+        if (random.uintLessThan(u8, 50) == 0) {
+            const capacity = random.uintAtMost(usize, limit);
+            fixed.setCapacity(capacity);
+            growable.setCapacity(capacity);
+        }
+        try fixed.insert(name, value);
+        try growable.insert(name, value);
+        try testing.expectEqual(fixed.count, growable.count);
+        try testing.expectEqual(fixed.size, growable.size);
+        try testing.expect(growable.bytes.len <= limit and growable.ring.len <= DynamicTable.ringLength(limit));
+        for (1..fixed.count + 1) |i| {
+            try testing.expectEqualStrings(fixed.get(i).?.name, growable.get(i).?.name);
+            try testing.expectEqualStrings(fixed.get(i).?.value, growable.get(i).?.value);
+        }
+    }
+}
+
+test "DynamicTable: a growable table that cannot grow fails the insert and keeps its entries" {
+    var failing: std.testing.FailingAllocator = .init(testing.allocator, .{ .fail_index = 2 });
+    var table: DynamicTable = .initGrowable(failing.allocator(), 4096);
+    defer table.deinit();
+    try table.insert("x-first", "1"); // the first buffers: two allocations
+    var i: usize = 0;
+    const err = while (i < 1000) : (i += 1) {
+        table.insert("x-more", "a value of some length to fill the table") catch |e| break e;
+    } else unreachable;
+    try testing.expectEqual(error.OutOfMemory, err);
+    try testing.expect(table.count > 0);
+    try testing.expectEqualStrings("x-first", table.get(table.count).?.name);
 }
