@@ -8,7 +8,8 @@
 //! in MB/s of this thread's CPU time (so time descheduled on a shared machine does not count),
 //! and the C state an encoder held at most when the page was streamed through it in 16 KiB
 //! writes. Speed is the median of `--rounds` rounds (default 3), each running the level for
-//! at least 100 ms. `zig build bench-compress [-- --rounds N]`; ReleaseFast always.
+//! at least 100 ms. `zig build bench-compress [-- --rounds N] [--window-log N]` (a window for
+//! every coding, clamped to each one's range); ReleaseFast always.
 const std = @import("std");
 const compress = @import("compress");
 const Encoder = compress.Encoder;
@@ -35,16 +36,20 @@ pub fn main(init: std.process.Init) !void {
     const arena = init.arena.allocator();
     const args = try init.minimal.args.toSlice(arena);
     var rounds: usize = 3;
+    var window_log: ?u5 = null;
     var dataset_path: ?[]const u8 = null;
     var i: usize = 1;
     while (i < args.len) : (i += 1) {
         if (std.mem.eql(u8, args[i], "--rounds") and i + 1 < args.len) {
             i += 1;
             rounds = try std.fmt.parseInt(usize, args[i], 10);
+        } else if (std.mem.eql(u8, args[i], "--window-log") and i + 1 < args.len) {
+            i += 1;
+            window_log = try std.fmt.parseInt(u5, args[i], 10);
         } else dataset_path = args[i];
     }
     const dataset = try std.Io.Dir.cwd().readFileAlloc(init.io, dataset_path orelse {
-        std.debug.print("usage: bench-compress DATASET.json [--rounds N]\n", .{});
+        std.debug.print("usage: bench-compress DATASET.json [--rounds N] [--window-log N]\n", .{});
         std.process.exit(2);
     }, arena, .limited(1 << 20));
     const page = try productPage(arena, dataset);
@@ -56,7 +61,7 @@ pub fn main(init: std.process.Init) !void {
     var out_buffer: [4096]u8 = undefined;
     var out: std.Io.File.Writer = .initStreaming(.stdout(), init.io, &out_buffer);
     const w = &out.interface;
-    try w.print("bodies: dataset.json {d} bytes, page.html {d} bytes; median of {d} rounds, MB/s of thread CPU time\n\n", .{ dataset.len, page.len, rounds });
+    try w.print("bodies: dataset.json {d} bytes, page.html {d} bytes; median of {d} rounds, MB/s of thread CPU time; window log {?d} (null: each coding's default)\n\n", .{ dataset.len, page.len, rounds, window_log });
     try w.writeAll("| coding | level | dataset.json ratio | dataset.json MB/s | page.html ratio | page.html MB/s | state KiB (streamed page) |\n");
     try w.writeAll("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     try w.flush();
@@ -64,7 +69,10 @@ pub fn main(init: std.process.Init) !void {
         const range = Encoder.levels(coding);
         for (range.min..range.max + 1) |level_usize| {
             const level: u8 = @intCast(level_usize);
-            const options: Encoder.Options = .{ .coding = coding, .level = level };
+            // --window-log where the coding takes it; the coding's default elsewhere.
+            const logs = Encoder.windowLogs(coding);
+            const window: ?u5 = if (window_log) |log| std.math.clamp(log, logs.min, logs.max) else null;
+            const options: Encoder.Options = .{ .coding = coding, .level = level, .window_log = window };
             var cells: [bodies.len]Cell = undefined;
             for (bodies, &cells) |body, *cell| cell.* = try measure(gpa, options, body.bytes, rounds);
             const state_kib = try streamedStateKib(gpa, options, page);

@@ -19,18 +19,22 @@
 //!     ... then `finish` the same way.
 //!
 //! Memory. The C libraries allocate their state through `init`'s allocator (callbacks that
-//! the three libraries accept), never through malloc: a fixed buffer gives a hard bound, and a
-//! leak-checking allocator checks `deinit`. What each holds at most (measured by `zig build
-//! bench-compress`, docs/compression.md, for a response streamed in 16 KiB pieces):
-//! - zstd: a window of up to 2^windowLog bytes plus match tables set by the level. Levels
-//!   1..19 use windowLog 19..23 by zstd's own table (at most 8 MiB, the limit RFC 8878 §3.1.1.1.2
-//!   and RFC 9659 set for HTTP; a test reads it back from the frame header), levels 20..22
-//!   go past it and are refused. `window_log` lowers it.
-//! - br: a ring buffer that grows with the input up to 2^lgwin bytes (lgwin 22, 4 MiB, by
-//!   default; RFC 7932 allows 24, but 22 bounds memory and is what brotli itself defaults to)
-//!   plus hash tables set by the quality.
+//! the three libraries accept), never behind its back (br's one exception: see `init`), so a
+//! fixed buffer bounds it and a leak-checking allocator checks `deinit`. The windows are
+//! chosen for HTTP responses, most of which are far below 1 MiB: a larger window would cost
+//! memory on every stream and gain nothing on them. What a stream holds at most, measured
+//! by `zig build bench-compress` (docs/compression.md) on a 200 KiB page in 16 KiB writes:
+//! - zstd: a window of 2^windowLog bytes plus match tables set by the level. windowLog 20
+//!   (1 MiB) by default: 2.5 MiB at level 3. RFC 8878 §3.1.1.1.2 and RFC 9659 cap a window
+//!   for HTTP at 8 MiB; `window_log` goes to 23 at most, levels 20..22 (which need more)
+//!   are refused, and a test reads the window back from the frame header.
+//! - br: a ring buffer of up to 2^lgwin bytes plus hash tables set by the quality. lgwin 20
+//!   by default (brotli's own is 22, RFC 7932 allows 24): 4.4 MiB at quality 5, against
+//!   10.6 MiB with lgwin 22; `window_log` goes to 22 at most.
 //! - gzip: deflate's 32 KiB window (windowBits 15) doubled, plus memLevel 8's hash and
-//!   pending buffers: 256 KiB plus about 6 KiB, whatever the input.
+//!   pending buffers: 261 KiB whatever the level and input.
+//! `compressAll` holds less: with the whole body in view, zstd and brotli size their tables
+//! to it.
 //!
 //! The encoder must not move after `init`: zlib's stream and the allocation callbacks point
 //! into it.
@@ -54,8 +58,8 @@ pub const Options = struct {
     coding: Coding,
     /// zstd 1..19, br 0..11, gzip 1..9 (`levels`); `default_levels` holds saker's choice.
     level: u8,
-    /// log2 of the window in bytes, to lower memory: zstd 10..23 (default: the level's own,
-    /// 19..23), br 10..22 (default 22), gzip 9..15 (default 15). Null: the default.
+    /// log2 of the window in bytes: zstd 10..23, br 10..22, gzip 9..15. Null: 20 for zstd and
+    /// br (1 MiB), 15 for gzip (its largest, 32 KiB). See the top of this file.
     window_log: ?u5 = null,
 };
 
@@ -84,7 +88,7 @@ pub fn windowLogs(coding: Coding) struct { min: u5, max: u5 } {
 
 /// Levels for responses made on the fly, chosen by measurement (docs/compression.md): the
 /// last level before speed falls off for little gain in ratio.
-pub const default_levels: std.EnumArray(Coding, u8) = .init(.{ .zstd = 3, .br = 4, .gzip = 6 });
+pub const default_levels: std.EnumArray(Coding, u8) = .init(.{ .zstd = 3, .br = 5, .gzip = 6 });
 
 /// The least output space each call must be given. zlib needs more than 6 bytes to finish a
 /// sync flush marker in one call (otherwise it writes the marker again).
@@ -152,10 +156,8 @@ pub fn init(encoder: *Encoder, allocator: std.mem.Allocator, options: Options) I
     const range = levels(options.coding);
     if (options.level < range.min or options.level > range.max) return error.LevelOutOfRange;
     const window_log = options.window_log orelse defaultWindowLog(options.coding);
-    if (window_log) |log| {
-        const logs = windowLogs(options.coding);
-        if (log < logs.min or log > logs.max) return error.WindowOutOfRange;
-    }
+    const logs = windowLogs(options.coding);
+    if (window_log < logs.min or window_log > logs.max) return error.WindowOutOfRange;
     encoder.* = .{
         .coding = options.coding,
         .phase = .open,
@@ -166,21 +168,20 @@ pub fn init(encoder: *Encoder, allocator: std.mem.Allocator, options: Options) I
     errdefer assert(encoder.memory.bytes == 0);
     encoder.native = switch (options.coding) {
         .zstd => .{ .zstd = try initZstd(&encoder.memory, options.level, window_log) },
-        .br => .{ .br = try initBrotli(&encoder.memory, options.level, window_log.?) },
+        .br => .{ .br = try initBrotli(&encoder.memory, options.level, window_log) },
         .gzip => .{ .gzip = .{} },
     };
-    if (options.coding == .gzip) try initGzip(&encoder.native.gzip, &encoder.memory, options.level, window_log.?);
+    if (options.coding == .gzip) try initGzip(&encoder.native.gzip, &encoder.memory, options.level, window_log);
 }
 
-fn defaultWindowLog(coding: Coding) ?u5 {
+fn defaultWindowLog(coding: Coding) u5 {
     return switch (coding) {
-        .zstd => null, // the level's own: 19..23 for levels 1..19
-        .br => 22,
+        .zstd, .br => 20,
         .gzip => 15,
     };
 }
 
-fn initZstd(memory: *Memory, level: u8, window_log: ?u5) InitError!*c.ZSTD_CCtx {
+fn initZstd(memory: *Memory, level: u8, window_log: u5) InitError!*c.ZSTD_CCtx {
     const cctx = c.ZSTD_createCCtx_advanced(.{
         .customAlloc = Memory.allocSized,
         .customFree = Memory.free,
@@ -189,7 +190,7 @@ fn initZstd(memory: *Memory, level: u8, window_log: ?u5) InitError!*c.ZSTD_CCtx 
     errdefer assert(c.ZSTD_isError(c.ZSTD_freeCCtx(cctx)) == 0);
     // Setting a parameter allocates nothing, and the values were checked by `init`.
     _ = zstdCheck(c.ZSTD_CCtx_setParameter(cctx, .compressionLevel, level), memory) catch unreachable;
-    if (window_log) |log| _ = zstdCheck(c.ZSTD_CCtx_setParameter(cctx, .windowLog, log), memory) catch unreachable;
+    _ = zstdCheck(c.ZSTD_CCtx_setParameter(cctx, .windowLog, window_log), memory) catch unreachable;
     return cctx;
 }
 
@@ -698,13 +699,13 @@ test "Encoder: a small window round-trips and holds less memory" {
     }
 }
 
-test "Encoder: a streamed zstd frame never asks for a window past 8 MiB" {
+test "Encoder: a streamed zstd frame with the largest window asks for 8 MiB at most" {
     // Frame header (RFC 8878 §3.1.1.1): magic, descriptor, then the window descriptor unless
     // the frame is a single segment (which a stream of unknown size never is).
     const gpa = testing.allocator;
     for (levels(.zstd).min..levels(.zstd).max + 1) |level| {
         var encoder: Encoder = undefined;
-        try encoder.init(gpa, .{ .coding = .zstd, .level = @intCast(level) });
+        try encoder.init(gpa, .{ .coding = .zstd, .level = @intCast(level), .window_log = windowLogs(.zstd).max });
         defer encoder.deinit();
         var out: [256]u8 = undefined;
         const progress = try encoder.write("a streamed response", &out);
