@@ -30,7 +30,7 @@
 //!   are refused, and a test reads the window back from the frame header.
 //! - br: a ring buffer of up to 2^lgwin bytes plus hash tables set by the quality. lgwin 20
 //!   by default (brotli's own is 22, RFC 7932 allows 24): 4.4 MiB at quality 5, against
-//!   10.6 MiB with lgwin 22; `window_log` goes to 22 at most.
+//!   10.4 MiB with lgwin 22; `window_log` goes to 22 at most.
 //! - gzip: deflate's 32 KiB window (windowBits 15) doubled, plus memLevel 8's hash and
 //!   pending buffers: 261 KiB whatever the level and input.
 //! `compressAll` holds less: with the whole body in view, zstd and brotli size their tables
@@ -86,8 +86,9 @@ pub fn windowLogs(coding: Coding) struct { min: u5, max: u5 } {
     };
 }
 
-/// Levels for responses made on the fly, chosen by measurement (docs/compression.md): the
-/// last level before speed falls off for little gain in ratio.
+/// Levels for responses made on the fly, chosen by measurement (docs/compression.md): for
+/// each coding the last level before speed falls much faster than the ratio climbs; br 5 is
+/// also the first quality that compresses better than gzip 6.
 pub const default_levels: std.EnumArray(Coding, u8) = .init(.{ .zstd = 3, .br = 5, .gzip = 6 });
 
 /// The least output space each call must be given. zlib needs more than 6 bytes to finish a
