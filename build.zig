@@ -4,6 +4,7 @@
 //!   ./zigw build run-NAME [-- ARGS]   run examples/NAME.zig
 //!   ./zigw build test                 unit and integration tests
 //!   ./zigw build bench                micro-benchmarks (always ReleaseFast)
+//!   ./zigw build bench-compress       every compression level's ratio and speed (ReleaseFast)
 //!   ./zigw build docs                 API docs into zig-out/docs
 //! -Doptimize=debug|safe|fast|small is honoured by everything but `bench`.
 const std = @import("std");
@@ -44,6 +45,9 @@ pub fn build(b: *std.Build) void {
     });
     const openssl_lib_dir = b.option([]const u8, "openssl-lib-dir", "Folder holding libssl.so.3 and libcrypto.so.3 (default: searched)");
     linkOpenSsl(b, saker, openssl_lib_dir);
+    const compress_lib_dir = b.option([]const u8, "compress-lib-dir", "Folder holding libzstd.so.1, libbrotlienc.so.1, libbrotlidec.so.1 and libz.so.1 (default: searched)");
+    const compress_libraries = findCompressionLibraries(b, compress_lib_dir);
+    linkCompression(saker, compress_libraries);
 
     const cli = b.addExecutable(.{
         .name = "saker",
@@ -208,6 +212,7 @@ pub fn build(b: *std.Build) void {
         .link_libc = true, // the connection targets reach the TLS transport, so OpenSSL
     });
     linkOpenSsl(b, fuzz_module, openssl_lib_dir);
+    linkCompression(fuzz_module, compress_libraries);
     const fuzz_tests = b.addTest(.{
         .name = "fuzz",
         .root_module = fuzz_module,
@@ -266,6 +271,29 @@ pub fn build(b: *std.Build) void {
     const bench_queue_alone = b.addRunArtifact(bench_queue_exe);
     bench_queue_alone.addPassthruArgs();
     b.step("bench-queue", "Run the hand-off queue micro-benchmark alone (ReleaseFast)").dependOn(&bench_queue_alone.step);
+    // Compression on the fly: every level of every coding (docs/compression.md). Not part of
+    // `bench`: it takes minutes.
+    const compress_fast = b.createModule(.{
+        .root_source_file = b.path("src/compress.zig"),
+        .target = target,
+        .optimize = .ReleaseFast,
+        .link_libc = true,
+    });
+    linkCompression(compress_fast, compress_libraries);
+    const bench_compress_exe = b.addExecutable(.{
+        .name = "bench-compress",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("bench/compress.zig"),
+            .target = target,
+            .optimize = .ReleaseFast,
+            .imports = &.{.{ .name = "compress", .module = compress_fast }},
+        }),
+    });
+    const bench_compress_run = b.addRunArtifact(bench_compress_exe);
+    bench_compress_run.addFileArg(b.path("tests/data/httparena-dataset.json"));
+    bench_compress_run.addPassthruArgs();
+    bench_compress_run.has_side_effects = true;
+    b.step("bench-compress", "Measure every compression level on JSON and HTML (ReleaseFast)").dependOn(&bench_compress_run.step);
     const bench_install = b.addInstallArtifact(bench_exe, .{});
     b.step("bench-install", "Build the micro-benchmark binary").dependOn(&bench_install.step);
 
@@ -278,14 +306,17 @@ pub fn build(b: *std.Build) void {
     b.step("docs", "Generate API docs into zig-out/docs").dependOn(&docs.step);
 }
 
+/// Where Debian (and most distributions) keep shared libraries; `serve` and
+/// `install-libraries` search the same folders.
+const library_folders = [_][]const u8{ "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib64", "/lib" };
+
 /// TLS uses OpenSSL 3, linked from its runtime libraries (`libssl.so.3`, `libcrypto.so.3`),
 /// which every Debian with python3 has, so no `-dev` package is needed: saker declares the
 /// functions it calls itself (src/tls/openssl.zig). `dir` overrides the search; without the
 /// runtime libraries in the usual folders, the linker's own search (`-lssl -lcrypto`, which
 /// needs the `-dev` symlinks) is the fallback. `serve` searches the same folders.
 fn linkOpenSsl(b: *std.Build, module: *std.Build.Module, dir: ?[]const u8) void {
-    const folders = [_][]const u8{ "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib64", "/lib" };
-    const found: ?[]const u8 = dir orelse for (folders) |folder| {
+    const found: ?[]const u8 = dir orelse for (library_folders) |folder| {
         const path = b.pathJoin(&.{ folder, "libssl.so.3" });
         std.Io.Dir.cwd().access(b.graph.io, path, .{}) catch continue;
         break folder;
@@ -296,5 +327,66 @@ fn linkOpenSsl(b: *std.Build, module: *std.Build.Module, dir: ?[]const u8) void 
     } else {
         module.linkSystemLibrary("ssl", .{});
         module.linkSystemLibrary("crypto", .{});
+    }
+}
+
+/// A runtime library that compression on the fly links: its file, and its name for the
+/// linker's own search.
+const CompressionLibrary = struct { file: []const u8, name: []const u8 };
+const compression_libraries = [_]CompressionLibrary{
+    .{ .file = "libzstd.so.1", .name = "zstd" },
+    .{ .file = "libbrotlienc.so.1", .name = "brotlienc" },
+    .{ .file = "libbrotlidec.so.1", .name = "brotlidec" }, // the tests' brotli decoder
+    .{ .file = "libz.so.1", .name = "z" },
+};
+
+/// Compression on the fly (src/compress/) links zstd's, brotli's and zlib's runtime libraries,
+/// as TLS links OpenSSL's: saker declares the functions it calls (src/compress/c.zig), so no
+/// `-dev` package is needed. Every Debian has libzstd1 and zlib1g (dpkg depends on them);
+/// libbrotli1 is missing from one with only python3, so when a library is missing this runs
+/// `install-libraries` (apt-get, saying what it installs) once, for saker's own build only,
+/// not when saker is a dependency of another package. `dir` overrides the search. Returns
+/// each library's path, or null to leave it to the linker's search (`-lbrotlienc`, which
+/// needs the `-dev` symlinks).
+fn findCompressionLibraries(b: *std.Build, dir: ?[]const u8) [compression_libraries.len]?[]const u8 {
+    if (dir) |folder| {
+        var paths: [compression_libraries.len]?[]const u8 = undefined;
+        for (compression_libraries, &paths) |library, *path| path.* = b.pathJoin(&.{ folder, library.file });
+        return paths;
+    }
+    var paths = searchLibraries(b);
+    const missing = for (paths) |path| {
+        if (path == null) break true;
+    } else false;
+    if (missing and b.pkg_hash.len == 0) {
+        var code: u8 = 0;
+        const script = b.root.joinString(b.allocator, "install-libraries") catch @panic("OOM");
+        // It says what it installs, or what to install by hand; the linker then names what is missing.
+        _ = b.runAllowFail(&.{script}, &code, .inherit) catch {};
+        paths = searchLibraries(b);
+    }
+    return paths;
+}
+
+fn searchLibraries(b: *std.Build) [compression_libraries.len]?[]const u8 {
+    var paths: [compression_libraries.len]?[]const u8 = @splat(null);
+    for (compression_libraries, &paths) |library, *path| {
+        for (library_folders) |folder| {
+            const candidate = b.pathJoin(&.{ folder, library.file });
+            std.Io.Dir.cwd().access(b.graph.io, candidate, .{}) catch continue;
+            path.* = candidate;
+            break;
+        }
+    }
+    return paths;
+}
+
+fn linkCompression(module: *std.Build.Module, paths: [compression_libraries.len]?[]const u8) void {
+    for (compression_libraries, paths) |library, found| {
+        if (found) |path| {
+            module.addObjectFile(.{ .cwd_relative = path });
+        } else {
+            module.linkSystemLibrary(library.name, .{});
+        }
     }
 }

@@ -12,7 +12,9 @@
 //!   frames, terminates, and returns every buffer;
 //! - a WebSocket session (with or without permessage-deflate) fed any frames, cut anywhere,
 //!   answers with well-formed server frames (at most one close, last, with a code allowed on
-//!   the wire), terminates, and returns every buffer.
+//!   the wire), terminates, and returns every buffer;
+//! - `Accept-Encoding` negotiation answers any bytes with an offered coding (or identity), the
+//!   same whether the field comes whole, cut into several lines at a comma, or uppercased.
 //! `zig build test` replays the corpus below once per entry; `zig build fuzz --fuzz=N` fuzzes
 //! (ReleaseFast; a failure prints the input and saves it under .zig-cache/f/).
 const std = @import("std");
@@ -31,6 +33,7 @@ const websocket = @import("websocket.zig");
 const frame = websocket.frame;
 const http2 = @import("http2.zig");
 const proxy_header = @import("proxy_header.zig");
+const compress = @import("compress.zig");
 
 /// A corpus entry for a target that starts with `smith.slice`: a little-endian u32 length,
 /// then the bytes.
@@ -621,4 +624,40 @@ const proxy_corpus = [_][]const u8{
 
 test "fuzz: the PROXY header parser agrees with every prefix of its input" {
     try testing.fuzz({}, fuzzProxyHeader, .{ .corpus = &proxy_corpus });
+}
+
+const accept_encoding_corpus = [_][]const u8{
+    entry("gzip, deflate, br, zstd"),
+    entry("gzip;q=1.0, identity; q=0.5, *;q=0"),
+    entry("br;q=0.3, gzip;q=0.3, zstd;q=0.3,,"),
+    entry("identity;q=0, *;q=0"),
+    entry("X-GZIP;Q=0.7, ZSTD;q=0.600"),
+    entry(" , ,gzip;q=0.3,, \t"),
+    entry("br;q=1.0001, gzip"),
+    entry("*;q=0, identity;q=0.5, gzip;q=0.4"),
+};
+
+fn fuzzAcceptEncoding(_: void, smith: *testing.Smith) anyerror!void {
+    var buffer: [256]u8 = undefined;
+    const input = buffer[0..smith.slice(&buffer)];
+    const offered: compress.Offered = .{ .bits = .{ .mask = smith.value(u3) } };
+    const choice = compress.negotiate.choose(&.{input}, offered);
+    if (choice == .coding) try testing.expect(offered.contains(choice.coding));
+    // Several field lines are one list: cut at any comma, the answer is the same.
+    for (input, 0..) |byte, i| {
+        if (byte != ',') continue;
+        try testing.expectEqual(choice, compress.negotiate.choose(&.{ input[0..i], input[i + 1 ..] }, offered));
+    }
+    // Tokens and "q" are case-insensitive; qvalues are digits.
+    var upper: [256]u8 = undefined;
+    const upper_input = std.ascii.upperString(upper[0..input.len], input);
+    try testing.expectEqual(choice, compress.negotiate.choose(&.{upper_input}, offered));
+    // Offering a coding that the answer did not pick never turns a coding into identity.
+    if (choice == .coding) {
+        try testing.expect(compress.negotiate.choose(&.{input}, .full) == .coding);
+    }
+}
+
+test "fuzz: Accept-Encoding negotiation never fails and reads split or uppercased lines the same" {
+    try testing.fuzz({}, fuzzAcceptEncoding, .{ .corpus = &accept_encoding_corpus });
 }

@@ -54,6 +54,8 @@ pub const percent = @import("percent.zig");
 /// The PROXY protocol header (v1, v2) and the networks it is taken from.
 pub const proxy_header = @import("proxy_header.zig");
 pub const content_type = @import("content_type.zig");
+/// Compression on the fly: `Accept-Encoding` negotiation and a streaming zstd/br/gzip encoder.
+pub const compress = @import("compress.zig");
 pub const cookies = @import("app/cookies.zig");
 pub const multipart = @import("app/multipart.zig");
 pub const client_error = @import("client_error.zig");

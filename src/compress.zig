@@ -1,0 +1,18 @@
+//! Compression on the fly (RFC 9110 §8.4.1, §12.5.3): choosing a content coding from
+//! `Accept-Encoding`, and streaming encoders for zstd (RFC 8878), br (RFC 7932) and gzip
+//! (RFC 1952) over the C libraries (`libzstd.so.1`, `libbrotlienc.so.1`, `libz.so.1`).
+//! Sans-I/O: bytes in, bytes out, into buffers the caller owns.
+const std = @import("std");
+
+pub const negotiate = @import("compress/negotiate.zig");
+pub const Coding = negotiate.Coding;
+pub const Offered = negotiate.Offered;
+pub const Choice = negotiate.Choice;
+pub const Encoder = @import("compress/Encoder.zig");
+
+test {
+    std.testing.refAllDecls(@This());
+    _ = negotiate;
+    _ = Encoder;
+    _ = @import("compress/decode.zig");
+}
