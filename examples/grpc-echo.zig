@@ -9,8 +9,8 @@
 //!   message EchoRequest { string text = 1; uint32 count = 2; }
 //!   message EchoReply { string text = 1; uint32 index = 2; }
 //!
-//! The replies of `Repeat` leave together when the handler returns (responses are sent whole
-//! over HTTP/2 for now), each its own gRPC message.
+//! `Repeat` runs on the handler pool (`mayBlock`), so each reply leaves as it is written, its
+//! own gRPC message in its own DATA frames; `Say` runs on the connection's thread.
 //! Usage: grpc-echo [--host H] [--port N] [--workers N] [--engine E] [--tls-cert F --tls-key F]
 //! Try: grpcurl -plaintext -d '{"text":"hi"}' -proto echo.proto 127.0.0.1:8080 echo.Echo/Say
 const std = @import("std");
@@ -25,6 +25,11 @@ const Code = enum(u8) { ok = 0, invalid_argument = 3, unimplemented = 12, intern
 const repeat_max = 1000;
 
 pub const GrpcEcho = struct {
+    /// Streaming calls run on the handler pool, where a response streams (docs/http2.md).
+    pub fn mayBlock(_: *const GrpcEcho, req: *const saker.Request) bool {
+        return std.mem.eql(u8, req.path, "/echo.Echo/Repeat");
+    }
+
     pub fn handle(_: *GrpcEcho, req: *saker.Request, res: *saker.Response) !void {
         const content_type = req.header("content-type") orelse "";
         if (req.method != .POST or !std.mem.startsWith(u8, content_type, "application/grpc")) {
@@ -42,7 +47,10 @@ pub const GrpcEcho = struct {
         }
         if (std.mem.eql(u8, req.path, "/echo.Echo/Repeat")) {
             if (call.count > repeat_max) return finish(res, .invalid_argument, "count over 1000");
-            for (0..call.count) |i| try writeReply(res, call.text, @intCast(i));
+            for (0..call.count) |i| {
+                try writeReply(res, call.text, @intCast(i));
+                try res.flush(); // each reply as it is made
+            }
             return finish(res, .ok, "");
         }
         return finish(res, .unimplemented, "no such method");

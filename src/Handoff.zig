@@ -151,6 +151,13 @@ pub fn sent(h: *Handoff, n: usize) void {
     if (h.iovec_index == h.iovec_count) h.finish(.done);
 }
 
+/// Loop: the pending chunk went out by the protocol's own means (HTTP/2 frames it): the
+/// handler's thread goes on.
+pub fn sentByProtocol(h: *Handoff) void {
+    assert(h.pendingSend() != null);
+    h.finish(.done);
+}
+
 /// Loop: the client is gone (or, `timed_out`, a pending read outlived its deadline): the
 /// handler's thread stops waiting.
 pub fn fail(h: *Handoff, timed_out: bool) void {

@@ -14,6 +14,71 @@ const build_options = @import("build_options");
 
 const engines = [_]saker.engine.Kind{ .blocking, .thread_per_connection, .worker_pool, .epoll, .io_uring };
 
+/// Lets `/events` finish (a test sets it once the first event has arrived).
+var events_release: std.atomic.Value(bool) = .init(false);
+/// How `/events` ended: 0 not yet, 1 both events sent, 2 the client was gone.
+var events_outcome: std.atomic.Value(u8) = .init(0);
+
+/// Waits up to 5 s for `/events` to end; returns how.
+fn eventsOutcome() u8 {
+    for (0..1000) |_| {
+        const outcome = events_outcome.load(.acquire);
+        if (outcome != 0) return outcome;
+        var pause: std.os.linux.timespec = .{ .sec = 0, .nsec = 5 * std.time.ns_per_ms };
+        _ = std.os.linux.nanosleep(&pause, null);
+    }
+    return 0;
+}
+
+/// `/stream-big`'s body: 200 KiB, flushed 16 KiB at a time.
+const stream_big_bytes = 200 * 1024;
+
+fn streamBigByte(i: usize) u8 {
+    return @intCast('a' + (i / 7) % 26);
+}
+
+/// `App` with streamed responses; every request runs on the handler pool (which declaring
+/// `mayBlock` starts) but `/loop/...`.
+const StreamApp = struct {
+    pub fn mayBlock(_: *const StreamApp, req: *const saker.Request) bool {
+        return !std.mem.startsWith(u8, req.path, "/loop/");
+    }
+
+    pub fn handle(_: *StreamApp, req: *saker.Request, res: *saker.Response) !void {
+        if (std.mem.eql(u8, req.path, "/events")) {
+            // One event now, the next once the test has seen the first.
+            const events = try res.eventStream();
+            try events.send(.{ .data = "one" });
+            var waited_ms: u32 = 0;
+            while (!events_release.load(.acquire)) : (waited_ms += 5) {
+                if (waited_ms > 10_000) return error.NeverReleased;
+                var pause: std.os.linux.timespec = .{ .sec = 0, .nsec = 5 * std.time.ns_per_ms };
+                _ = std.os.linux.nanosleep(&pause, null);
+            }
+            events.send(.{ .data = "two" }) catch |err| {
+                events_outcome.store(2, .release);
+                return err;
+            };
+            events_outcome.store(1, .release);
+            return;
+        }
+        if (std.mem.eql(u8, req.path, "/stream-big")) {
+            var piece: [16 * 1024]u8 = undefined;
+            var at: usize = 0;
+            while (at < stream_big_bytes) {
+                const len = @min(piece.len, stream_big_bytes - at);
+                for (piece[0..len], 0..) |*b, i| b.* = streamBigByte(at + i);
+                try res.writeAll(piece[0..len]);
+                try res.flush();
+                at += len;
+            }
+            return;
+        }
+        var app: App = .{};
+        return app.handle(req, res);
+    }
+};
+
 const App = struct {
     pub fn handle(_: *App, req: *saker.Request, res: *saker.Response) !void {
         if (std.mem.eql(u8, req.path, "/big")) {
@@ -27,52 +92,58 @@ const App = struct {
     }
 };
 
+const Running = RunningOf(App);
+
 /// A server with a plaintext listener (h2c and HTTP/1.1) and a TLS one (h2 and HTTP/1.1).
-const Running = struct {
-    app: App = .{},
-    server: saker.Server(App),
-    thread: std.Thread,
+fn RunningOf(comptime Handler: type) type {
+    return struct {
+        app: Handler = .{},
+        server: saker.Server(Handler),
+        thread: std.Thread,
 
-    fn start(kind: saker.engine.Kind, overrides: saker.Config) !*Running {
-        var config = overrides;
-        config.engine = kind;
-        config.host = "127.0.0.1";
-        config.port = 0;
-        config.listeners = &.{.{ .port = 0, .tls = .{ .self_signed = true } }};
-        if (config.workers == 0) config.workers = 2;
-        const running = try testing.allocator.create(Running);
-        errdefer testing.allocator.destroy(running);
-        running.* = .{ .server = undefined, .thread = undefined };
-        running.server = try .init(testing.allocator, &running.app, config);
-        errdefer running.server.deinit();
-        running.thread = try std.Thread.spawn(.{}, serve, .{&running.server});
-        // Real clients do not retry: wait until both listeners take connections.
-        for ([_]u16{ running.plainPort(), running.tlsPort() }) |port| {
-            var probe = try Client.connectPlain(port, 10_000);
-            probe.close();
+        const Self = @This();
+
+        fn start(kind: saker.engine.Kind, overrides: saker.Config) !*Self {
+            var config = overrides;
+            config.engine = kind;
+            config.host = "127.0.0.1";
+            config.port = 0;
+            config.listeners = &.{.{ .port = 0, .tls = .{ .self_signed = true } }};
+            if (config.workers == 0) config.workers = 2;
+            const running = try testing.allocator.create(Self);
+            errdefer testing.allocator.destroy(running);
+            running.* = .{ .server = undefined, .thread = undefined };
+            running.server = try .init(testing.allocator, &running.app, config);
+            errdefer running.server.deinit();
+            running.thread = try std.Thread.spawn(.{}, serve, .{&running.server});
+            // Real clients do not retry: wait until both listeners take connections.
+            for ([_]u16{ running.plainPort(), running.tlsPort() }) |port| {
+                var probe = try Client.connectPlain(port, 10_000);
+                probe.close();
+            }
+            return running;
         }
-        return running;
-    }
 
-    fn serve(server: *saker.Server(App)) void {
-        server.serve() catch |err| std.debug.panic("serve failed: {t}", .{err});
-    }
+        fn serve(server: *saker.Server(Handler)) void {
+            server.serve() catch |err| std.debug.panic("serve failed: {t}", .{err});
+        }
 
-    fn stop(running: *Running) void {
-        running.server.stop();
-        running.thread.join();
-        running.server.deinit();
-        testing.allocator.destroy(running);
-    }
+        fn stop(running: *Self) void {
+            running.server.stop();
+            running.thread.join();
+            running.server.deinit();
+            testing.allocator.destroy(running);
+        }
 
-    fn plainPort(running: *Running) u16 {
-        return running.server.listenerPort(0);
-    }
+        fn plainPort(running: *Self) u16 {
+            return running.server.listenerPort(0);
+        }
 
-    fn tlsPort(running: *Running) u16 {
-        return running.server.listenerPort(1);
-    }
-};
+        fn tlsPort(running: *Self) u16 {
+            return running.server.listenerPort(1);
+        }
+    };
+}
 
 fn run(argv: []const []const u8) !std.process.RunResult {
     return std.process.run(testing.allocator, testing.io, .{ .argv = argv });
@@ -161,6 +232,203 @@ test "handlers on the handler pool over h2c and h2: h2load with 0 errors, curl w
         const result = run(&.{ "curl", "--silent", "--show-error", "--http2-prior-knowledge", "--data-binary", "pooled", echo }) catch |err| return skipWithout("curl", err);
         defer freeResult(result);
         try testing.expectEqualStrings("6 bytes", result.stdout);
+    }
+}
+
+test "streamed responses over h2c and h2 on the handler pool: curl gets 200 KiB flushed in 16 KiB chunks" {
+    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try RunningOf(StreamApp).start(kind, .{ .handler_threads = 2 });
+        defer running.stop();
+        var expected: [stream_big_bytes]u8 = undefined;
+        for (&expected, 0..) |*b, i| b.* = streamBigByte(i);
+        var plain: [64]u8 = undefined;
+        var tls: [64]u8 = undefined;
+        const cases = [_][]const []const u8{
+            &.{ "curl", "--silent", "--show-error", "--http2-prior-knowledge", try std.mem.print(&plain, "http://127.0.0.1:{d}/stream-big", .{running.plainPort()}) },
+            &.{ "curl", "--silent", "--show-error", "--http2", "--insecure", try std.mem.print(&tls, "https://127.0.0.1:{d}/stream-big", .{running.tlsPort()}) },
+        };
+        for (cases) |argv| {
+            const result = run(argv) catch |err| return skipWithout("curl", err);
+            defer freeResult(result);
+            try testing.expectEqual(@as(usize, stream_big_bytes), result.stdout.len);
+            try testing.expect(std.mem.eql(u8, &expected, result.stdout));
+        }
+    }
+}
+
+/// The server's frames as a raw client reads them, gathered per stream.
+const Reader = struct {
+    client: *Client,
+    bytes: std.ArrayList(u8) = .empty,
+    /// DATA payload per stream id (ids below 16), and whether each stream ended.
+    data: [16]std.ArrayList(u8) = @splat(.empty),
+    ended: [16]bool = @splat(false),
+    ping_acks: usize = 0,
+
+    fn deinit(r: *Reader) void {
+        r.bytes.deinit(testing.allocator);
+        for (&r.data) |*d| d.deinit(testing.allocator);
+    }
+
+    /// Reads until `done(r)` holds; fails if the server closes first or 5 s pass.
+    fn until(r: *Reader, done: *const fn (*const Reader) bool) !void {
+        var chunk: [16 * 1024]u8 = undefined;
+        while (!done(r)) {
+            if (!r.client.waitForData(5000)) return error.Timeout;
+            const n = try r.client.readSome(&chunk);
+            if (n == 0) return error.Closed;
+            try r.bytes.appendSlice(testing.allocator, chunk[0..n]);
+            var used: usize = 0;
+            while (true) {
+                switch (frame.parse(r.bytes.items[used..], frame.frame_size_max)) {
+                    .frame => |f| {
+                        used += f.len;
+                        const h = f.frame.header;
+                        switch (h.type) {
+                            .data => {
+                                try r.data[h.stream_id].appendSlice(testing.allocator, f.frame.payload);
+                                if (h.has(frame.Flags.end_stream)) r.ended[h.stream_id] = true;
+                            },
+                            .headers => if (h.has(frame.Flags.end_stream)) {
+                                r.ended[h.stream_id] = true;
+                            },
+                            .rst_stream => return error.StreamReset,
+                            .goaway => return error.GoAway,
+                            .ping => r.ping_acks += 1,
+                            else => {},
+                        }
+                    },
+                    .incomplete => break,
+                    .violation => return error.BadServerFrame,
+                }
+            }
+            std.mem.copyForwards(u8, r.bytes.items[0 .. r.bytes.items.len - used], r.bytes.items[used..]);
+            r.bytes.items.len -= used;
+        }
+    }
+};
+
+test "an event stream over h2c on the handler pool: each event arrives as sent, while the connection serves other streams" {
+    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        events_release.store(false, .release);
+        events_outcome.store(0, .release);
+        const running = try RunningOf(StreamApp).start(kind, .{ .handler_threads = 2 });
+        defer running.stop();
+        defer events_release.store(true, .release); // a failed test must not leave it waiting
+        var client = try Client.connectPlain(running.plainPort(), 10_000);
+        defer client.close();
+        var reader: Reader = .{ .client = &client };
+        defer reader.deinit();
+        var frames: Frames = undefined;
+        try frames.init(&.{});
+        defer frames.deinit();
+        try frames.get(1, "/events");
+        try client.send(frames.bytes.items);
+        // The first event arrives while the handler still runs (it waits for the second).
+        try reader.until(struct {
+            fn f(r: *const Reader) bool {
+                return std.mem.find(u8, r.data[1].items, "data: one\n\n") != null;
+            }
+        }.f);
+        try testing.expect(!reader.ended[1]);
+        // Meanwhile the connection goes on: a PING is answered, a request whose handler runs
+        // on the loop is answered, and one that needs the pool waits for the stream's handler.
+        frames.bytes.items.len = 0;
+        var ping: [17]u8 = undefined;
+        try frames.bytes.appendSlice(testing.allocator, ping[0..frame.writePing(&ping, false, "saker-01")]);
+        try frames.get(3, "/loop/hello");
+        try frames.get(5, "/pooled");
+        try client.send(frames.bytes.items);
+        try reader.until(struct {
+            fn f(r: *const Reader) bool {
+                return r.ended[3] and r.ping_acks == 1;
+            }
+        }.f);
+        try testing.expectEqualStrings("/loop/hello over HTTP/2.0", reader.data[3].items);
+        try testing.expect(!reader.ended[1] and !reader.ended[5]);
+        events_release.store(true, .release);
+        try reader.until(struct {
+            fn f(r: *const Reader) bool {
+                return r.ended[1] and r.ended[5];
+            }
+        }.f);
+        try testing.expectEqualStrings("data: one\n\ndata: two\n\n", reader.data[1].items);
+        try testing.expectEqualStrings("/pooled over HTTP/2.0", reader.data[5].items);
+        try testing.expectEqual(@as(u8, 1), eventsOutcome());
+    }
+}
+
+fn firstEventSeen(r: *const Reader) bool {
+    return std.mem.find(u8, r.data[1].items, "data: one\n\n") != null;
+}
+
+test "a streaming handler on the pool learns of a reset stream, a closed connection or a closed window (ClientGone); the server goes on" {
+    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try RunningOf(StreamApp).start(kind, .{ .handler_threads = 2, .write_timeout_ms = 300 });
+        defer running.stop();
+        defer events_release.store(true, .release);
+        for ([_]enum { reset, close }{ .reset, .close }) |how| {
+            errdefer std.debug.print("ending by {t}\n", .{how});
+            events_release.store(false, .release);
+            events_outcome.store(0, .release);
+            var client = try Client.connectPlain(running.plainPort(), 10_000);
+            var closed = false;
+            defer if (!closed) client.close();
+            var reader: Reader = .{ .client = &client };
+            defer reader.deinit();
+            var frames: Frames = undefined;
+            try frames.init(&.{});
+            defer frames.deinit();
+            try frames.get(1, "/events");
+            try client.send(frames.bytes.items);
+            try reader.until(firstEventSeen);
+            switch (how) {
+                .reset => {
+                    frames.bytes.items.len = 0;
+                    try frames.rst(1);
+                    try frames.get(3, "/loop/after");
+                    try client.send(frames.bytes.items);
+                    // The connection serves on while the handler still waits.
+                    try reader.until(struct {
+                        fn f(r: *const Reader) bool {
+                            return r.ended[3];
+                        }
+                    }.f);
+                    try testing.expectEqualStrings("/loop/after over HTTP/2.0", reader.data[3].items);
+                },
+                .close => {
+                    client.close();
+                    closed = true;
+                },
+            }
+            events_release.store(true, .release);
+            switch (how) {
+                .reset => try testing.expectEqual(@as(u8, 2), eventsOutcome()),
+                // The kernel may still take the second event if the server writes it before
+                // it has read the close: either way the handler's wait ends.
+                .close => try testing.expect(eventsOutcome() != 0),
+            }
+        }
+        // A client that opens no window: the streamed chunk cannot go, and after
+        // write_timeout_ms the connection ends with GOAWAY (the handler's wait with it).
+        var frames: Frames = undefined;
+        try frames.init(&.{.{ .id = .initial_window_size, .value = 0 }});
+        defer frames.deinit();
+        try frames.get(1, "/stream-big");
+        var client = try Client.connectPlain(running.plainPort(), 10_000);
+        defer client.close();
+        try client.send(frames.bytes.items);
+        const answer = try client.readToEnd(testing.allocator);
+        defer testing.allocator.free(answer);
+        try testing.expectEqual(frame.ErrorCode.enhance_your_calm, goawayCode(answer).?);
+        // And the server serves on.
+        var url: [64]u8 = undefined;
+        const result = run(&.{ "curl", "--silent", "--http2-prior-knowledge", try std.mem.print(&url, "http://127.0.0.1:{d}/stream-big", .{running.plainPort()}) }) catch |err| return skipWithout("curl", err);
+        defer freeResult(result);
+        try testing.expectEqual(@as(usize, stream_big_bytes), result.stdout.len);
     }
 }
 

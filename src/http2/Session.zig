@@ -43,6 +43,7 @@ const Exchange = @import("../Exchange.zig");
 const Request = @import("../Request.zig");
 const Response = @import("../Response.zig");
 const Connection = @import("../Connection.zig");
+const Handoff = @import("../Handoff.zig");
 const contract = @import("../engine_contract.zig");
 const client_error = @import("../client_error.zig");
 const frame = @import("frame.zig");
@@ -113,6 +114,17 @@ const Stream = struct {
     /// The response was given before the whole request came: the rest is refused with
     /// RST_STREAM NO_ERROR once the response is out (§8.1).
     early: bool = false,
+    /// Its handler streams (on the handler pool): the head went out without content-length,
+    /// and DATA frames follow as the handler flushes.
+    streaming: bool = false,
+    /// `body_left` is a piece of the chunk the pool handler waits on (its iovecs in the
+    /// exchange's hand-off); `chunk_framed`: all of it is in the batch, and the handler goes
+    /// on once that batch is out.
+    chunk_pending: bool = false,
+    chunk_framed: bool = false,
+    /// Its request is complete, but a handler of this connection runs on the pool: it is
+    /// dispatched once that one returns.
+    deferred: bool = false,
 
     const BodyMode = enum { buffer, stream, discard };
     const Send = enum { waiting, headers, body, trailers, done };
@@ -150,9 +162,15 @@ pub const State = struct {
     /// The stream whose handler runs on the handler pool now (0: none). Meanwhile the loop
     /// leaves the connection alone (`next` says wait), so the pool thread may use the stream's
     /// exchange (`pool_exchange`) as its own; the remaining bytes are read when it is done.
+    /// Only its response, as the handler streams it, touches the session on the loop.
     pool_stream: u31 = 0,
     pool_exchange: ?*Exchange = null,
     pool_error: ?anyerror = null,
+    /// The pool handler streams its response: from its first chunk until it returns, the loop
+    /// runs the connection as usual (reads frames, sends DATA as the windows allow, answers
+    /// PINGs) while the handler waits on each chunk. Streams whose requests complete meanwhile
+    /// are deferred (one handler at a time per connection).
+    pool_streaming: bool = false,
     phase: Phase = .preface,
     preface_matched: u8 = 0,
 
@@ -219,6 +237,11 @@ pub const State = struct {
     fn sending(state: *const State) bool {
         const x = state.x orelse return false;
         return x.sending();
+    }
+
+    /// Whether the loop may work the connection: no pool handler, or one that streams.
+    fn live(state: *const State) bool {
+        return state.pool_stream == 0 or state.pool_streaming;
     }
 };
 
@@ -339,7 +362,12 @@ fn dropStream(s: *Session, st: *Stream) void {
 /// What the engine must do next.
 pub fn next(s: *const Session) Next {
     const state = s.state orelse return .close;
-    if (state.pool_stream != 0) return .wait;
+    if (state.pool_stream != 0) {
+        // A pool handler runs: the loop works the connection only while it streams, and
+        // never shuts it down or closes it under the handler (its exchange is the stream's).
+        if (!state.pool_streaming) return .wait;
+        if (state.phase != .frames and !state.sending()) return .wait;
+    }
     switch (state.phase) {
         .closed => return .close,
         .shutdown => return .shutdown,
@@ -390,13 +418,22 @@ pub fn onPoolEvent(s: *Session) void {
     assert(state.pool_stream != 0);
     const w = s.worker();
     const id = state.pool_stream;
+    const pool_x = state.pool_exchange.?;
+    if (!pool_x.handoff.handler_done) return s.chunkArrived();
+    pool_x.handoff.handler_done = false;
     const result: anyerror!void = if (state.pool_error) |err| err else {};
     state.pool_stream = 0;
     state.pool_exchange = null;
     state.pool_error = null;
+    state.pool_streaming = false;
     w.metrics.handlerEnded();
     if (state.phase == .closed) return;
-    if (s.find(id)) |index| s.handlerReturned(&state.streams[index], result);
+    if (s.find(id)) |index| {
+        const st = &state.streams[index];
+        // Reset while its handler ran: it goes now.
+        if (st.finished) s.forget(index) else s.handlerReturned(st, result);
+    }
+    s.dispatchDeferred();
     // The loop neither read nor sent while the handler ran: streams waiting for their bodies
     // were held up by this side, not by their clients.
     for (state.streams[0..state.stream_count]) |*st| {
@@ -422,13 +459,143 @@ pub fn runHandlerOnPool(s: *Session) void {
     w.dispatch.handle(w.dispatch.context, &x.request, &x.response) catch |err| {
         state.pool_error = err;
     };
+    x.handoff.handler_done = true;
     w.postCompletion(s.connection());
+}
+
+/// For `Handoff.writeAll`: wakes the loop (the worker's completion list).
+pub fn post(s: *Session) void {
+    s.worker().postCompletion(s.connection());
+}
+
+/// For `Handoff.writeAll`: the hand-off of the pool handler's stream.
+pub fn handoff(s: *Session) *Handoff {
+    return &s.state.?.pool_exchange.?.handoff;
+}
+
+/// `Response.Stream` of a handler on the pool (its thread): hands the chunk to the loop, which
+/// frames it as DATA (after the head, the first time) as the windows allow, and waits until
+/// the frames are out; `error.ClientGone` when the stream or the connection ended first.
+fn sendChunk(context: *anyopaque, res: *Response, parts: []const []const u8) error{ClientGone}!void {
+    const s: *Session = @ptrCast(@alignCast(context));
+    if (!res.streaming) {
+        if (!res.status.valid() or res.status.code() < 200) {
+            // No head can carry it; `handlerReturned` answers 500 once the handler returns.
+            if (res.failure == null) res.failure = error.InvalidStatus;
+            return error.ClientGone;
+        }
+        res.streaming = true;
+    }
+    var iovecs: [Handoff.iovec_max]posix.iovec_const = undefined;
+    var n: usize = 0;
+    for (parts) |part| {
+        if (part.len == 0) continue;
+        // More parts than a hand-off holds: the rest go in the next round.
+        if (n == iovecs.len) {
+            try s.handoff().writeAll(iovecs[0..n], s);
+            n = 0;
+        }
+        iovecs[n] = .{ .base = part.ptr, .len = part.len };
+        n += 1;
+    }
+    // An empty chunk still sends the head the first time.
+    if (n == 0) iovecs[0] = .{ .base = "".ptr, .len = 0 };
+    try s.handoff().writeAll(iovecs[0..@max(n, 1)], s);
+}
+
+/// The pool handler handed over a chunk (`sendChunk`): frame it behind the head.
+fn chunkArrived(s: *Session) void {
+    const state = s.state.?;
+    const x = state.pool_exchange.?;
+    // Refused already (`abandonIfEnding` saw it before this post was looked at): the handler
+    // has its `error.ClientGone`.
+    const pending = x.handoff.pendingSend() orelse return;
+    const index = s.find(state.pool_stream) orelse return x.handoff.fail(false);
+    const st = &state.streams[index];
+    if (st.finished or state.phase != .frames) return x.handoff.fail(false); // reset, or ending
+    state.pool_streaming = true;
+    st.chunk_pending = true;
+    st.chunk_framed = false;
+    st.body_left = pending[0].base[0..pending[0].len];
+    if (!st.streaming) {
+        st.streaming = true;
+        st.send = .headers;
+    } else {
+        st.send = .body;
+        s.nextChunkPiece(st);
+    }
+    s.fill();
+    if (!state.sending()) {
+        s.consume();
+        s.fill();
+    }
+    s.settle();
+    s.chunkSent();
+    s.abandonIfEnding();
+}
+
+/// Moves `body_left` on to the next non-empty piece of the pending chunk; once none is left,
+/// the chunk is framed: the stream waits (for the handler's next chunk or its return).
+fn nextChunkPiece(s: *Session, st: *Stream) void {
+    const h = &st.x.handoff;
+    while (st.body_left.len == 0) {
+        h.iovec_index += 1;
+        if (h.iovec_index >= h.iovec_count) {
+            h.iovec_index = h.iovec_count - 1; // still pending: `Handoff.fail` must see it
+            st.chunk_framed = true;
+            st.send = .waiting;
+            _ = s;
+            return;
+        }
+        const v = h.iovecs[h.iovec_index];
+        st.body_left = v.base[0..v.len];
+    }
+}
+
+/// Once a framed chunk's batch is out (or no batch held it), the pool handler goes on.
+fn chunkSent(s: *Session) void {
+    const state = s.state.?;
+    if (!state.pool_streaming) return;
+    const index = s.find(state.pool_stream) orelse return;
+    const st = &state.streams[index];
+    if (!st.chunk_pending or !st.chunk_framed or state.sending()) return;
+    st.chunk_pending = false;
+    st.chunk_framed = false;
+    st.x.handoff.sentByProtocol();
+}
+
+/// While a pool handler streams, the connection ends (closed, or closing with its batch
+/// out): the handler's wait ends with `error.ClientGone`, and the loop leaves the connection
+/// alone until it returns.
+fn abandonIfEnding(s: *Session) void {
+    const state = s.state orelse return;
+    if (!state.pool_streaming or state.phase == .frames) return;
+    if (state.phase != .closed and state.sending()) return; // once the batch is out
+    state.pool_streaming = false;
+    state.pool_exchange.?.handoff.fail(false);
+}
+
+/// Dispatches the streams whose requests completed while a pool handler ran, until one goes
+/// to the pool again.
+fn dispatchDeferred(s: *Session) void {
+    const state = s.state.?;
+    var i: u32 = 0;
+    while (i < state.stream_count and state.pool_stream == 0) : (i += 1) {
+        const st = &state.streams[i];
+        if (!st.deferred) continue;
+        st.deferred = false;
+        const count = state.stream_count;
+        s.dispatch(st);
+        // A dispatch that answered at once may have removed the stream (not while sending):
+        // look at the same place again.
+        if (state.stream_count < count) i -%= 1;
+    }
 }
 
 /// When the engine must call `onTimeout`.
 pub fn deadline(s: *const Session) u64 {
     const state = s.state orelse return std.math.maxInt(u64);
-    if (state.pool_stream != 0) return std.math.maxInt(u64); // handlers are not timed
+    if (!state.live()) return std.math.maxInt(u64); // handlers are not timed
     if (state.sending()) return s.deadlines().send_ms;
     if (state.phase != .frames or state.stream_count == 0) return s.deadlines().read_ms;
     // Each request whose body is still coming has its own deadline; a response waiting on a
@@ -486,14 +653,17 @@ pub fn onRecv(s: *Session, n: usize) void {
     if (n == 0) {
         // Nothing can reach the client any more than it has read.
         state.phase = .closed;
+        s.abandonIfEnding();
         return;
     }
     if (state.phase == .linger) return;
-    assert(state.pool_stream == 0);
+    assert(state.live());
     state.x.?.recv_end += @intCast(n);
     s.consume();
     s.fill();
     s.settle();
+    s.chunkSent();
+    s.abandonIfEnding();
     s.releaseIfIdle();
 }
 
@@ -523,12 +693,14 @@ fn batchSent(s: *Session) void {
     var i: u32 = 0;
     while (i < state.stream_count) {
         const st = &state.streams[i];
-        if (st.finished) {
+        // The pool handler's stream stays while the handler runs (it owns the exchange).
+        if (st.finished and st.id != state.pool_stream) {
             s.removeStream(i);
             continue;
         }
         i += 1;
     }
+    s.chunkSent();
     if (state.phase == .frames or state.phase == .preface) {
         // Bytes received behind the frame a GOAWAY-free batch answered wait in the buffer
         // only when the batch filled up mid-way; there are none otherwise.
@@ -536,6 +708,8 @@ fn batchSent(s: *Session) void {
     }
     s.fill();
     s.settle();
+    s.chunkSent();
+    s.abandonIfEnding();
     s.releaseIfIdle();
 }
 
@@ -565,12 +739,14 @@ pub fn onShutdown(s: *Session) void {
 pub fn onError(s: *Session) void {
     const state = s.state orelse return;
     state.phase = .closed;
+    s.abandonIfEnding();
 }
 
 /// `deadline()` has passed.
 pub fn onTimeout(s: *Session) void {
     const state = s.state orelse return;
-    if (state.pool_stream != 0) return;
+    if (!state.live()) return;
+    defer s.abandonIfEnding();
     const w = s.worker();
     if (state.sending()) {
         state.phase = .closed; // the client stopped reading
@@ -598,7 +774,7 @@ pub fn onTimeout(s: *Session) void {
 /// Server shutdown: GOAWAY, then the streams in flight finish and the connection closes.
 pub fn drain(s: *Session) void {
     const state = s.state orelse return;
-    if (state.pool_stream != 0) return; // again at the next sweep
+    if (!state.live()) return; // again at the next sweep
     if (state.goaway_sent or state.goaway_pending) return;
     if (state.phase != .frames and state.phase != .preface) return;
     if (state.sending()) {
@@ -607,6 +783,7 @@ pub fn drain(s: *Session) void {
     }
     s.sendGoaway(.no_error, "shutting down");
     s.settle();
+    s.abandonIfEnding();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -617,7 +794,7 @@ fn consume(s: *Session) void {
     const state = s.state.?;
     const x = state.x orelse return; // nothing received since it was given back
     while (x.head_start < x.recv_end) {
-        if (state.pool_stream != 0) return; // the rest waits for the handler (`onPoolEvent`)
+        if (!state.live()) return; // the rest waits for the handler (`onPoolEvent`)
         if (state.phase != .preface and state.phase != .frames) {
             x.head_start = x.recv_end; // a connection that is closing reads no more
             return;
@@ -1087,22 +1264,33 @@ fn prepare(s: *Session, st: *Stream, head: *const http.RequestHead) void {
     }
 }
 
-/// Runs the handler for the stream's complete request. Handlers run here, on the loop's
-/// thread: a response is built whole before it is sent (`Response.stream` is null), and a
-/// body the handler wants to pull has been buffered (`bodyReader()` reads it).
+/// Runs the handler for the stream's complete request: here, on the loop's thread, where a
+/// response is built whole before it is sent (`Response.stream` is null), or on the handler
+/// pool, where it may stream (`sendChunk`). A body the handler wants to pull has been
+/// buffered (`bodyReader()` reads it).
 fn dispatch(s: *Session, st: *Stream) void {
     const state = s.state.?;
     const w = s.worker();
     const x = st.x;
     x.request.body_bytes = st.body.items;
     if (w.handler_pool) |pool| if (s.connection().sink == null and mayBlock(w, &x.request)) {
+        if (state.pool_stream != 0) {
+            // A pool handler of this connection streams: one on the pool at a time, so this
+            // one waits for it (handlers that need no pool run meanwhile).
+            st.deferred = true;
+            return;
+        }
         // A handler that may block runs on the pool; the connection waits for it (its other
-        // streams too: one handler at a time per connection, as HTTP/1 runs one request).
+        // streams too: one handler at a time per connection, as HTTP/1 runs one request),
+        // unless it streams its response (`sendChunk`).
         state.pool_stream = st.id;
         state.pool_exchange = x;
+        x.handoff.begin();
+        x.response.stream = .{ .context = s, .sendChunk = sendChunk };
         pool.submit(s.connection()) catch {
             state.pool_stream = 0;
             state.pool_exchange = null;
+            x.response.stream = null;
             return s.answer(st, .service_unavailable, "all handler threads are busy");
         };
         w.metrics.handlerStarted();
@@ -1123,6 +1311,20 @@ fn mayBlock(w: *const Worker, req: *const Request) bool {
 /// The handler of `st` returned `result`: its response, or the error's, waits to be sent.
 fn handlerReturned(s: *Session, st: *Stream, result: anyerror!void) void {
     const res = &st.x.response;
+    if (st.streaming) {
+        // The head is out: a failure can only reset the stream.
+        const failure: ?anyerror = if (result) |_| res.failure else |err| err;
+        if (failure) |err| {
+            if (err != error.ClientGone) {
+                s.worker().metrics.handlerFailed();
+                log.warn("handler failed on {s} {s} while streaming: {t}", .{ st.x.request.method.name(), st.x.request.path, err });
+            }
+            // Reported as a response that did not go out whole.
+            st.x.done.active = s.worker().dispatch.on_done != null;
+            st.x.done.status = res.status;
+            return s.resetStream(st.id, .internal_error);
+        }
+    }
     result catch |err| return s.handlerFailed(st, err);
     if (res.failure) |err| return s.handlerFailed(st, err);
     if (!res.status.valid()) return s.handlerFailed(st, error.InvalidStatus);
@@ -1192,7 +1394,8 @@ fn responseReady(s: *Session, st: *Stream) void {
     x.done.status = res.status;
     if (!st.remote_closed) st.early = true;
     st.continue_pending = false;
-    st.send = .headers;
+    // A streamed response's head is out: what the handler left in its buffer follows.
+    st.send = if (st.streaming) .body else .headers;
     const send_body = !res.status.forbidsContent() and !res.discard_body;
     st.content_length = res.contentLength();
     switch (res.body) {
@@ -1230,6 +1433,23 @@ fn find(s: *const Session, id: u31) ?u32 {
 fn forget(s: *Session, index: u32) void {
     const state = s.state.?;
     const st = &state.streams[index];
+    if (st.id == state.pool_stream) {
+        // Its handler still runs and owns the exchange: the stream goes once it returns, and
+        // a chunk it waits on is not sent (frames of it in the batch in flight still point
+        // at the handler's memory: it goes on once they are out, and its next chunk fails).
+        if (st.chunk_pending) {
+            if (state.sending()) {
+                st.chunk_framed = true;
+            } else {
+                st.chunk_pending = false;
+                st.x.handoff.fail(false);
+            }
+        }
+        st.finished = true;
+        st.send = .done;
+        st.body_left = "";
+        return;
+    }
     if (state.sending()) {
         // Its bytes may be in the batch (its file too): release it when the batch is out.
         st.finished = true;
@@ -1350,7 +1570,7 @@ fn fill(s: *Session) void {
     const state = s.state.?;
     const w = s.worker();
     if (state.phase != .frames and state.phase != .closing) return;
-    if (state.pool_stream != 0) return; // after the handler (`onPoolEvent`)
+    if (!state.live()) return; // after the handler (`onPoolEvent`)
     if (state.stream_count == 0 and !state.goaway_pending) {
         state.blocked_since_ms = 0;
         // Control frames alone (acks, resets) may be in the batch: they are timed too.
@@ -1420,7 +1640,8 @@ fn writeHeaders(s: *Session, st: *Stream) bool {
         return true;
     }
     const res = &st.x.response;
-    const has_body = st.body_left.len > 0 or st.file != null;
+    // A streamed response's body follows as its handler flushes, and its end comes after.
+    const has_body = st.body_left.len > 0 or st.file != null or st.streaming;
     // An upper bound of the block: every field as literals with long length prefixes.
     var bound: usize = 192; // size updates, :status, date, content-length
     if (res.content_type) |t| bound += 16 + t.len;
@@ -1448,7 +1669,7 @@ fn writeHeaders(s: *Session, st: *Stream) bool {
     const date_line = w.date.line();
     n += state.encoder.encode(staging[n..], "date", date_line[6 .. date_line.len - 2], .allowed) catch unreachable;
     if (res.content_type) |t| n += state.encoder.encode(staging[n..], "content-type", t, .allowed) catch unreachable;
-    if (!res.status.forbidsContent()) {
+    if (!res.status.forbidsContent() and !st.streaming) {
         var length_text: [20]u8 = undefined;
         const length = std.fmt.bufPrint(&length_text, "{d}", .{st.content_length}) catch unreachable;
         n += state.encoder.encode(staging[n..], "content-length", length, .allowed) catch unreachable;
@@ -1500,6 +1721,7 @@ fn writeHeaders(s: *Session, st: *Stream) bool {
     }
     if (has_body) {
         st.send = .body;
+        if (st.chunk_pending and st.body_left.len == 0) s.nextChunkPiece(st);
     } else if (has_trailers) {
         st.send = .trailers;
     } else s.responseDone(st);
@@ -1573,6 +1795,8 @@ fn resetWhileFilling(s: *Session, st: *Stream) void {
     st.send = .done;
     st.finished = true;
     st.body_left = "";
+    // A pool handler waiting on a chunk goes on once the batch is out; its next chunk fails.
+    if (st.chunk_pending) st.chunk_framed = true;
     s.writeControlForStream(st.id, .internal_error);
     s.rememberReset(st.id);
 }
@@ -1591,11 +1815,12 @@ fn writeData(s: *Session, st: *Stream) DataOutcome {
     const state = s.state.?;
     const x = state.x.?;
     const remaining: u64 = if (st.file) |f| f.len else st.body_left.len;
-    assert(remaining > 0);
+    if (remaining == 0) return s.endStreamed(st);
     const window = @min(st.send_window, state.conn_send_window);
     if (window <= 0) return .blocked;
     const n: u32 = @intCast(@min(remaining, @as(u64, @intCast(window)), state.peer_frame_max));
-    const last = n == remaining;
+    // A piece of a streamed chunk is never the last: the handler's return is.
+    const last = n == remaining and !st.chunk_pending;
     const trailers_follow = st.x.response.trailers().len > 0;
     const copy = st.file == null and n <= copy_payload_max;
     const header_room: usize = frame.header_len + (if (copy) n else 0) + @as(usize, if (last and !st.remote_closed) frame.header_len + 4 else 0);
@@ -1628,7 +1853,26 @@ fn writeData(s: *Session, st: *Stream) DataOutcome {
     st.x.done.sent_bytes += n;
     if (last) {
         if (trailers_follow) st.send = .trailers else s.responseDone(st);
+    } else if (st.chunk_pending and st.body_left.len == 0) s.nextChunkPiece(st);
+    return .sent;
+}
+
+/// Ends a streamed response whose handler returned with nothing more to send: an empty DATA
+/// frame with END_STREAM (no window needed), or its trailers.
+fn endStreamed(s: *Session, st: *Stream) DataOutcome {
+    const state = s.state.?;
+    const x = state.x.?;
+    assert(st.streaming and !st.chunk_pending);
+    if (st.x.response.trailers().len > 0) {
+        st.send = .trailers;
+        return .sent;
     }
+    const room: usize = frame.header_len + @as(usize, if (st.remote_closed) 0 else frame.header_len + 4);
+    if (x.out.len - x.out_len < room + goaway_reserve) return .full;
+    const out = x.reserveOut(frame.header_len).?;
+    (frame.Header{ .length = 0, .type = .data, .flags = frame.Flags.end_stream, .stream_id = st.id }).write(out[0..frame.header_len]);
+    x.appendIovec(out);
+    s.responseDone(st);
     return .sent;
 }
 
