@@ -101,7 +101,8 @@ pub fn read(h: *Handoff, buffer: []u8, notify: anytype) error{ ClientGone, Timeo
     if (h.publishAndWait(.read_pending, notify) == .failed) {
         return if (h.read_timed_out) error.Timeout else error.ClientGone;
     }
-    assert(h.read_received > 0 and h.read_received <= buffer.len);
+    // 0 only from `deliver`: the end of a body its protocol frames.
+    assert(h.read_received <= buffer.len);
     return h.read_received;
 }
 
@@ -119,6 +120,18 @@ fn publishAndWait(h: *Handoff, state: State, notify: anytype) State {
 /// late receive lands to be dropped).
 pub fn receiveBuffer(h: *Handoff) []u8 {
     return if (h.readPending()) h.read_buffer else &h.discard;
+}
+
+/// Loop: hands the pending read up to `bytes.len` bytes (none: the end of the body, which
+/// `read` returns as 0), by a protocol that received them itself (HTTP/2 DATA). Returns how
+/// many it took.
+pub fn deliver(h: *Handoff, bytes: []const u8) usize {
+    assert(h.readPending());
+    const n = @min(bytes.len, h.read_buffer.len);
+    @memcpy(h.read_buffer[0..n], bytes[0..n]);
+    h.read_received = n;
+    h.finish(.done);
+    return n;
 }
 
 /// Loop: `n` bytes were received into `receiveBuffer()` (0: the client closed).

@@ -44,7 +44,30 @@ const StreamApp = struct {
         return !std.mem.startsWith(u8, req.path, "/loop/");
     }
 
+    /// `/upload` reads its body as it arrives.
+    pub fn onHead(_: *StreamApp, req: *saker.Request, _: *saker.Response) !saker.BodyAction {
+        return if (std.mem.eql(u8, req.path, "/upload")) .reader else .buffer;
+    }
+
     pub fn handle(_: *StreamApp, req: *saker.Request, res: *saker.Response) !void {
+        if (std.mem.eql(u8, req.path, "/upload")) {
+            // Reads slowly (a pause per 256 KiB), so the client's window does the waiting.
+            const reader = try req.bodyReader();
+            var crc: std.hash.Crc32 = .init();
+            var total: usize = 0;
+            var buffer: [16 * 1024]u8 = undefined;
+            while (true) {
+                const n = try reader.readSliceShort(&buffer);
+                if (n == 0) break;
+                crc.update(buffer[0..n]);
+                if ((total + n) / (256 * 1024) != total / (256 * 1024)) {
+                    var pause: std.os.linux.timespec = .{ .sec = 0, .nsec = 2 * std.time.ns_per_ms };
+                    _ = std.os.linux.nanosleep(&pause, null);
+                }
+                total += n;
+            }
+            return res.print("{d} {x:0>8}", .{ total, crc.final() });
+        }
         if (std.mem.eql(u8, req.path, "/events")) {
             // One event now, the next once the test has seen the first.
             const events = try res.eventStream();
@@ -254,6 +277,76 @@ test "streamed responses over h2c and h2 on the handler pool: curl gets 200 KiB 
             try testing.expectEqual(@as(usize, stream_big_bytes), result.stdout.len);
             try testing.expect(std.mem.eql(u8, &expected, result.stdout));
         }
+    }
+}
+
+test "a body pulled with bodyReader() over h2c and h2 as it arrives: 8 MiB through a handler that reads slowly, with body_bytes_max 64 KiB" {
+    var tmp = testing.tmpDir(.{});
+    defer tmp.cleanup();
+    const upload_len = 8 * 1024 * 1024;
+    const body = try testing.allocator.alloc(u8, upload_len);
+    defer testing.allocator.free(body);
+    var prng: std.Random.DefaultPrng = .init(0x5a6e4);
+    prng.random().bytes(body);
+    try tmp.dir.writeFile(testing.io, .{ .sub_path = "upload.bin", .data = body });
+    const path = try tmp.dir.realPathFileAlloc(testing.io, "upload.bin", testing.allocator);
+    defer testing.allocator.free(path);
+    const data_arg = try std.fmt.allocPrint(testing.allocator, "@{s}", .{path});
+    defer testing.allocator.free(data_arg);
+    var expected_buffer: [32]u8 = undefined;
+    const expected = try std.mem.print(&expected_buffer, "{d} {x:0>8}", .{ upload_len, std.hash.Crc32.hash(body) });
+    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        // A buffered body could not be over 64 KiB: this one never is buffered whole.
+        const running = try RunningOf(StreamApp).start(kind, .{ .handler_threads = 2, .body_bytes_max = 64 * 1024, .streamed_body_bytes_max = 16 * 1024 * 1024 });
+        defer running.stop();
+        var plain: [64]u8 = undefined;
+        var tls: [64]u8 = undefined;
+        const cases = [_][]const []const u8{
+            &.{ "curl", "--silent", "--show-error", "--http2-prior-knowledge", "--data-binary", data_arg, try std.mem.print(&plain, "http://127.0.0.1:{d}/upload", .{running.plainPort()}) },
+            &.{ "curl", "--silent", "--show-error", "--http2", "--insecure", "--data-binary", data_arg, try std.mem.print(&tls, "https://127.0.0.1:{d}/upload", .{running.tlsPort()}) },
+        };
+        for (cases) |argv| {
+            const result = run(argv) catch |err| return skipWithout("curl", err);
+            defer freeResult(result);
+            try testing.expectEqualStrings(expected, result.stdout);
+        }
+    }
+}
+
+test "a pulled body over h2c beyond streamed_body_bytes_max is answered 413; the connection serves on" {
+    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try RunningOf(StreamApp).start(kind, .{ .handler_threads = 2, .streamed_body_bytes_max = 100 * 1024 });
+        defer running.stop();
+        var client = try Client.connectPlain(running.plainPort(), 10_000);
+        defer client.close();
+        var reader: Reader = .{ .client = &client };
+        defer reader.deinit();
+        var frames: Frames = undefined;
+        try frames.init(&.{});
+        defer frames.deinit();
+        try frames.post(1, "/upload");
+        // 200 KiB in 16 KiB frames: within the stream's window (1 MiB), past the limit.
+        const piece: [16 * 1024]u8 = @splat('u');
+        for (0..12) |_| try frames.data(1, &piece, false);
+        try frames.data(1, piece[0 .. 8 * 1024], true);
+        try client.send(frames.bytes.items);
+        try reader.until(struct {
+            fn f(r: *const Reader) bool {
+                return r.ended[1];
+            }
+        }.f);
+        try testing.expect(std.mem.startsWith(u8, reader.data[1].items, "413 Content Too Large"));
+        frames.bytes.items.len = 0;
+        try frames.get(3, "/loop/after");
+        try client.send(frames.bytes.items);
+        try reader.until(struct {
+            fn f(r: *const Reader) bool {
+                return r.ended[3];
+            }
+        }.f);
+        try testing.expectEqualStrings("/loop/after over HTTP/2.0", reader.data[3].items);
     }
 }
 
@@ -507,6 +600,27 @@ const Frames = struct {
         (frame.Header{ .length = @intCast(n), .type = .headers, .flags = frame.Flags.end_headers | frame.Flags.end_stream, .stream_id = id }).write(&h);
         try f.bytes.appendSlice(testing.allocator, &h);
         try f.bytes.appendSlice(testing.allocator, block[0..n]);
+    }
+
+    fn post(f: *Frames, id: u31, path: []const u8) !void {
+        var block: [256]u8 = undefined;
+        var n = try f.encoder.begin(&block);
+        const fields = [_]hpack.Field{
+            .{ .name = ":method", .value = "POST" }, .{ .name = ":scheme", .value = "http" },
+            .{ .name = ":authority", .value = "a" }, .{ .name = ":path", .value = path },
+        };
+        for (fields) |field| n += try f.encoder.encode(block[n..], field.name, field.value, .allowed);
+        var h: [frame.header_len]u8 = undefined;
+        (frame.Header{ .length = @intCast(n), .type = .headers, .flags = frame.Flags.end_headers, .stream_id = id }).write(&h);
+        try f.bytes.appendSlice(testing.allocator, &h);
+        try f.bytes.appendSlice(testing.allocator, block[0..n]);
+    }
+
+    fn data(f: *Frames, id: u31, payload: []const u8, end_stream: bool) !void {
+        var h: [frame.header_len]u8 = undefined;
+        (frame.Header{ .length = @intCast(payload.len), .type = .data, .flags = if (end_stream) frame.Flags.end_stream else 0, .stream_id = id }).write(&h);
+        try f.bytes.appendSlice(testing.allocator, &h);
+        try f.bytes.appendSlice(testing.allocator, payload);
     }
 
     fn rst(f: *Frames, id: u31) !void {

@@ -125,8 +125,15 @@ const Stream = struct {
     /// Its request is complete, but a handler of this connection runs on the pool: it is
     /// dispatched once that one returns.
     deferred: bool = false,
+    /// Bytes of `body` the pool handler has read (`.pull`).
+    body_read: usize = 0,
+    /// Why the pulled body can no longer be read (told to the handler at its next read).
+    pull_failure: ?Request.BodyReadFailure = null,
 
-    const BodyMode = enum { buffer, stream, discard };
+    /// `pull`: read by a pool handler through `req.bodyReader()` as it arrives (`body` holds
+    /// what came and it has not read yet, `body_read` of it taken; the stream's window is
+    /// credited as the handler reads, so the client's flow control is the back-pressure).
+    const BodyMode = enum { buffer, stream, discard, pull };
     const Send = enum { waiting, headers, body, trailers, done };
 };
 
@@ -166,11 +173,12 @@ pub const State = struct {
     pool_stream: u31 = 0,
     pool_exchange: ?*Exchange = null,
     pool_error: ?anyerror = null,
-    /// The pool handler streams its response: from its first chunk until it returns, the loop
-    /// runs the connection as usual (reads frames, sends DATA as the windows allow, answers
-    /// PINGs) while the handler waits on each chunk. Streams whose requests complete meanwhile
-    /// are deferred (one handler at a time per connection).
-    pool_streaming: bool = false,
+    /// The pool handler streams its response (from its first chunk) or pulls its body (from
+    /// its start): until it returns, the loop runs the connection as usual (reads frames,
+    /// sends DATA as the windows allow, answers PINGs) while the handler waits on each chunk
+    /// or read. Streams whose requests need the pool meanwhile are deferred (one pool handler
+    /// at a time per connection).
+    pool_live: bool = false,
     phase: Phase = .preface,
     preface_matched: u8 = 0,
 
@@ -241,7 +249,7 @@ pub const State = struct {
 
     /// Whether the loop may work the connection: no pool handler, or one that streams.
     fn live(state: *const State) bool {
-        return state.pool_stream == 0 or state.pool_streaming;
+        return state.pool_stream == 0 or state.pool_live;
     }
 };
 
@@ -347,6 +355,8 @@ pub fn deinit(s: *Session) void {
 fn dropStream(s: *Session, st: *Stream) void {
     const state = s.state.?;
     state.body_bytes -= st.body.items.len;
+    // A pulled body's buffer is the worker's (its arena is the pool thread's meanwhile).
+    if (st.body_mode == .pull) st.body.deinit(state.worker_gpa);
     if (st.file) |f| f.done();
     st.file = null;
     const x = st.x;
@@ -365,7 +375,7 @@ pub fn next(s: *const Session) Next {
     if (state.pool_stream != 0) {
         // A pool handler runs: the loop works the connection only while it streams, and
         // never shuts it down or closes it under the handler (its exchange is the stream's).
-        if (!state.pool_streaming) return .wait;
+        if (!state.pool_live) return .wait;
         if (state.phase != .frames and !state.sending()) return .wait;
     }
     switch (state.phase) {
@@ -419,13 +429,16 @@ pub fn onPoolEvent(s: *Session) void {
     const w = s.worker();
     const id = state.pool_stream;
     const pool_x = state.pool_exchange.?;
-    if (!pool_x.handoff.handler_done) return s.chunkArrived();
+    if (!pool_x.handoff.handler_done) {
+        if (pool_x.handoff.readPending()) return s.readArrived();
+        return s.chunkArrived();
+    }
     pool_x.handoff.handler_done = false;
     const result: anyerror!void = if (state.pool_error) |err| err else {};
     state.pool_stream = 0;
     state.pool_exchange = null;
     state.pool_error = null;
-    state.pool_streaming = false;
+    state.pool_live = false;
     w.metrics.handlerEnded();
     if (state.phase == .closed) return;
     if (s.find(id)) |index| {
@@ -513,7 +526,7 @@ fn chunkArrived(s: *Session) void {
     const index = s.find(state.pool_stream) orelse return x.handoff.fail(false);
     const st = &state.streams[index];
     if (st.finished or state.phase != .frames) return x.handoff.fail(false); // reset, or ending
-    state.pool_streaming = true;
+    state.pool_live = true;
     st.chunk_pending = true;
     st.chunk_framed = false;
     st.body_left = pending[0].base[0..pending[0].len];
@@ -555,7 +568,7 @@ fn nextChunkPiece(s: *Session, st: *Stream) void {
 /// Once a framed chunk's batch is out (or no batch held it), the pool handler goes on.
 fn chunkSent(s: *Session) void {
     const state = s.state.?;
-    if (!state.pool_streaming) return;
+    if (!state.pool_live) return;
     const index = s.find(state.pool_stream) orelse return;
     const st = &state.streams[index];
     if (!st.chunk_pending or !st.chunk_framed or state.sending()) return;
@@ -569,10 +582,80 @@ fn chunkSent(s: *Session) void {
 /// alone until it returns.
 fn abandonIfEnding(s: *Session) void {
     const state = s.state orelse return;
-    if (!state.pool_streaming or state.phase == .frames) return;
+    if (!state.pool_live or state.phase == .frames) return;
     if (state.phase != .closed and state.sending()) return; // once the batch is out
-    state.pool_streaming = false;
+    state.pool_live = false;
     state.pool_exchange.?.handoff.fail(false);
+}
+
+/// The pool handler asks for body bytes (`pullBody`): give what came, or wait for DATA.
+fn readArrived(s: *Session) void {
+    const state = s.state.?;
+    const x = state.pool_exchange.?;
+    const index = s.find(state.pool_stream) orelse return x.handoff.fail(false);
+    const st = &state.streams[index];
+    if (st.finished or state.phase != .frames) return x.handoff.fail(false); // reset, or ending
+    s.serveRead(st);
+    s.fill();
+    s.settle();
+    s.abandonIfEnding();
+}
+
+/// Answers the pool handler's pending read of `st`'s body from what has arrived: bytes, the
+/// end of the body, a failure, or nothing yet (then DATA answers it). The window is credited
+/// for what it takes.
+fn serveRead(s: *Session, st: *Stream) void {
+    const state = s.state.?;
+    const config = s.worker().config;
+    assert(st.body_mode == .pull and st.id == state.pool_stream);
+    const h = &st.x.handoff;
+    if (!h.readPending()) return;
+    if (st.pull_failure) |failure| {
+        st.x.body_reader.stream.failure = failure;
+        return h.fail(false);
+    }
+    const available = st.body.items[st.body_read..];
+    if (available.len == 0) {
+        if (st.remote_closed) _ = h.deliver(""); // the end of the body
+        return;
+    }
+    const n = h.deliver(available);
+    st.body_read += n;
+    // Keep the buffer within the window: what was read goes once it is a good part of it.
+    if (st.body_read == st.body.items.len or st.body_read >= 64 * 1024) {
+        const left = st.body.items.len - st.body_read;
+        std.mem.copyForwards(u8, st.body.items[0..left], st.body.items[st.body_read..]);
+        state.body_bytes -= st.body_read;
+        st.body.items.len = left;
+        st.body_read = 0;
+    }
+    if (st.remote_closed) return;
+    st.recv_unacked += @intCast(n);
+    if (st.recv_unacked >= config.http2_stream_window_bytes / window_update_divisor) {
+        s.writeControl(frame.header_len + 4, .window_update, st.id, .no_error, @intCast(st.recv_unacked), undefined);
+        st.recv_window += st.recv_unacked;
+        st.recv_unacked = 0;
+    }
+}
+
+/// `req.bodyReader()` of a handler on the pool reading a body as it arrives (its thread):
+/// each read waits for the loop to hand over bytes (`serveRead`).
+fn pullBody(context: *anyopaque, dest: []u8) error{ ReadFailed, EndOfStream }!usize {
+    const s: *Session = @ptrCast(@alignCast(context));
+    const x = s.state.?.pool_exchange.?;
+    const stream = &x.body_reader.stream;
+    if (stream.failure != null) return error.ReadFailed;
+    if (dest.len == 0) return 0;
+    const n = x.handoff.read(dest, s) catch |err| {
+        // A failure the loop named (too large) stands; otherwise the wait's own.
+        if (stream.failure == null) stream.failure = switch (err) {
+            error.ClientGone => .client_gone,
+            error.Timeout => .timeout,
+        };
+        return error.ReadFailed;
+    };
+    if (n == 0) return error.EndOfStream;
+    return n;
 }
 
 /// Dispatches the streams whose requests completed while a pool handler ran, until one goes
@@ -584,6 +667,7 @@ fn dispatchDeferred(s: *Session) void {
         const st = &state.streams[i];
         if (!st.deferred) continue;
         st.deferred = false;
+        if (st.send != .waiting or st.finished) continue; // answered meanwhile (a 408)
         const count = state.stream_count;
         s.dispatch(st);
         // A dispatch that answered at once may have removed the stream (not while sending):
@@ -764,6 +848,12 @@ pub fn onTimeout(s: *Session) void {
             for (state.streams[0..state.stream_count]) |*st| {
                 if (st.remote_closed or st.send != .waiting) continue;
                 if (w.now_ms < st.progress_ms + w.config.body_timeout_ms) continue;
+                if (st.id == state.pool_stream) {
+                    // Its handler reads the body: a read waiting on it fails (then 408).
+                    if (st.x.handoff.readPending()) st.x.handoff.fail(true);
+                    st.progress_ms = w.now_ms;
+                    continue;
+                }
                 s.answer(st, .request_timeout, "request body not received in time");
             }
             s.fill();
@@ -1039,6 +1129,7 @@ fn dataEnd(s: *Session, h: frame.Header) void {
     if (st.x.request.content_length) |declared| if (st.received > declared)
         return s.malformed(index, "more DATA than content-length");
     if (h.has(frame.Flags.end_stream)) return s.endOfRequest(index);
+    if (st.body_mode == .pull) return; // credited as the handler reads (`serveRead`)
     if (st.send != .waiting) return; // answered early: the rest is refused after the response
     st.recv_unacked += h.length;
     if (st.recv_unacked >= config.http2_stream_window_bytes / window_update_divisor) {
@@ -1054,6 +1145,19 @@ fn bodyBytes(s: *Session, st: *Stream, bytes: []const u8) void {
     const config = s.worker().config;
     st.received += bytes.len;
     st.progress_ms = s.worker().now_ms;
+    if (st.body_mode == .pull) {
+        // The handler reads on, whatever it has sent (a response may stream meanwhile).
+        if (st.pull_failure != null) return;
+        if (st.received > config.streamed_body_bytes_max) {
+            st.pull_failure = .too_large;
+        } else if (state.body_bytes + bytes.len > config.http2_connection_body_bytes_max) {
+            st.pull_failure = .client_gone; // the connection holds too much: this one stops
+        } else if (st.body.appendSlice(state.worker_gpa, bytes)) |_| {
+            state.body_bytes += bytes.len;
+        } else |_| st.pull_failure = .client_gone;
+        if (st.id == state.pool_stream) s.serveRead(st);
+        return;
+    }
     if (st.send != .waiting) return; // answered already: dropped
     switch (st.body_mode) {
         .discard => {},
@@ -1065,6 +1169,7 @@ fn bodyBytes(s: *Session, st: *Stream, bytes: []const u8) void {
                 return s.answer(st, .service_unavailable, "server out of memory for request bodies");
             state.body_bytes += bytes.len;
         },
+        .pull => unreachable, // above
         .stream => {
             if (st.received > config.streamed_body_bytes_max) return s.answer(st, .content_too_large, "request body too large");
             const on_body = s.worker().dispatch.on_body.?;
@@ -1187,8 +1292,12 @@ fn headerBlock(s: *Session, id: u31, end_stream: bool, block: []const u8) void {
             if (!end_stream) {
                 if (w.dispatch.on_head) |on_head| {
                     const action = on_head(w.dispatch.context, &x.request, &x.response) catch |err| return s.hookFailed(st, err);
+                    // A body to pull as it comes needs a pool thread to wait on it; without
+                    // one it is buffered first (`bodyReader()` then reads it whole).
+                    const can_pull = w.handler_pool != null and s.connection().sink == null;
                     st.body_mode = switch (action) {
-                        .buffer, .reader => .buffer,
+                        .buffer => .buffer,
+                        .reader => if (can_pull) .pull else .buffer,
                         .stream => if (w.dispatch.on_body != null) .stream else .buffer,
                         .skip => .discard,
                     };
@@ -1197,6 +1306,8 @@ fn headerBlock(s: *Session, id: u31, end_stream: bool, block: []const u8) void {
                 if (head.expect_continue) st.continue_pending = true;
                 s.deadlines().read_ms = w.now_ms + w.config.body_timeout_ms;
                 if (st.continue_pending) st.send = .headers; // the 100 goes out first
+                // The handler starts now and reads the body as it arrives.
+                if (st.body_mode == .pull) s.dispatch(st);
                 return;
             }
             s.dispatch(st);
@@ -1224,6 +1335,11 @@ fn endOfRequest(s: *Session, index: u32) void {
     st.remote_closed = true;
     if (st.x.request.content_length) |declared| if (st.received != declared)
         return s.malformed(index, "DATA not as long as content-length");
+    if (st.body_mode == .pull) {
+        // Dispatched already (or deferred): a read waiting hears of the end.
+        if (st.id == state.pool_stream) s.serveRead(st);
+        return;
+    }
     if (st.send == .waiting or (st.send == .headers and st.continue_pending)) {
         st.continue_pending = false;
         st.send = .waiting;
@@ -1272,8 +1388,9 @@ fn dispatch(s: *Session, st: *Stream) void {
     const state = s.state.?;
     const w = s.worker();
     const x = st.x;
-    x.request.body_bytes = st.body.items;
-    if (w.handler_pool) |pool| if (s.connection().sink == null and mayBlock(w, &x.request)) {
+    const pull = st.body_mode == .pull;
+    if (!pull) x.request.body_bytes = st.body.items;
+    if (w.handler_pool) |pool| if (s.connection().sink == null and (pull or mayBlock(w, &x.request))) {
         if (state.pool_stream != 0) {
             // A pool handler of this connection streams: one on the pool at a time, so this
             // one waits for it (handlers that need no pool run meanwhile).
@@ -1287,12 +1404,19 @@ fn dispatch(s: *Session, st: *Stream) void {
         state.pool_exchange = x;
         x.handoff.begin();
         x.response.stream = .{ .context = s, .sendChunk = sendChunk };
+        if (pull) {
+            x.body_reader = .init(s, pullBody);
+            x.request.body_source = .{ .stream = &x.body_reader.stream };
+        }
         pool.submit(s.connection()) catch {
             state.pool_stream = 0;
             state.pool_exchange = null;
             x.response.stream = null;
+            if (pull) x.request.body_source = .unavailable;
             return s.answer(st, .service_unavailable, "all handler threads are busy");
         };
+        // A handler reading its body as it comes needs the loop to receive it meanwhile.
+        if (pull) state.pool_live = true;
         w.metrics.handlerStarted();
         return;
     };
@@ -1311,6 +1435,23 @@ fn mayBlock(w: *const Worker, req: *const Request) bool {
 /// The handler of `st` returned `result`: its response, or the error's, waits to be sent.
 fn handlerReturned(s: *Session, st: *Stream, result: anyerror!void) void {
     const res = &st.x.response;
+    if (st.body_mode == .pull) {
+        // What the handler left unread is dropped (and the rest refused after the response).
+        const state = s.state.?;
+        state.body_bytes -= st.body.items.len;
+        st.body.clearAndFree(state.worker_gpa);
+        st.body_read = 0;
+        st.body_mode = .discard;
+        // A read failure the handler passed on is answered with its own status.
+        if (st.x.body_reader.stream.failure) |failure| if (result) |_| {} else |_| if (!st.streaming) {
+            return switch (failure) {
+                .too_large => s.answer(st, .content_too_large, "request body too large"),
+                .timeout => s.answer(st, .request_timeout, "request body not received in time"),
+                .malformed => s.answer(st, .bad_request, "malformed request body"),
+                .client_gone => s.resetStream(st.id, .cancel),
+            };
+        };
+    }
     if (st.streaming) {
         // The head is out: a failure can only reset the stream.
         const failure: ?anyerror = if (result) |_| res.failure else |err| err;
