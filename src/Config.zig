@@ -164,6 +164,11 @@ shutdown_timeout_ms: u32 = 10_000,
 /// Speak HTTP/2: h2c with prior knowledge on cleartext listeners (the client's first bytes are
 /// the connection preface) and `h2` offered by ALPN on TLS listeners.
 http2: bool = true,
+/// Cleartext listeners speak HTTP/2 alone (h2c with prior knowledge, as nginx's `listen …
+/// http2` without TLS): every connection is HTTP/2 from its first byte, so one that does not
+/// open with the connection preface gets GOAWAY PROTOCOL_ERROR and is closed (RFC 9113 §3.4)
+/// rather than answered as HTTP/1.1. TLS listeners still let ALPN choose. Needs `http2`.
+h2c_only: bool = false,
 /// SETTINGS_MAX_CONCURRENT_STREAMS: streams one client may have open at once; one more is
 /// refused (REFUSED_STREAM).
 http2_streams_max: u32 = 100,
@@ -361,6 +366,10 @@ pub fn validate(config: *const Config, reason: *[]const u8) Error!void {
         .{
             .ok = config.websocket_ping_interval_ms == 0 or config.websocket_pong_timeout_ms > 0,
             .why = "websocket_pong_timeout_ms must be positive when pings are on",
+        },
+        .{
+            .ok = !config.h2c_only or config.http2,
+            .why = "h2c_only needs http2",
         },
         .{
             .ok = config.http2_streams_max >= 1 and config.http2_streams_max <= 10_000,

@@ -176,11 +176,15 @@ pub fn onRecv(c: *Connection, n: usize) void {
 fn deliver(c: *Connection, n: usize) void {
     switch (c.protocol) {
         .http1 => |*session| {
-            if (c.transport.tls) |tls| if (session.firstBytes() and tls.alpnHttp2()) {
-                // ALPN chose h2: whatever comes is HTTP/2's (a wrong preface is its error).
-                session.switchToHttp2(n);
-                return c.startHttp2();
-            };
+            if (session.firstBytes()) {
+                // ALPN chose h2, or a cleartext listener speaks h2c alone: whatever comes is
+                // HTTP/2's (a wrong preface is its error).
+                const http2 = if (c.transport.tls) |tls| tls.alpnHttp2() else c.worker.config.h2c_only;
+                if (http2) {
+                    session.switchToHttp2(n);
+                    return c.startHttp2();
+                }
+            }
             session.onRecv(n);
             if (session.upgraded()) c.upgrade();
             if (session.wantsHttp2()) c.startHttp2();

@@ -37,6 +37,7 @@ pub const server_flags_help =
     \\                      server, two listeners)
     \\  --request-id        give each request an id (the client's X-Request-Id, or a new
     \\                      one), sent back in X-Request-Id
+    \\  --h2c-only          the plaintext port speaks HTTP/2 alone (h2c with prior knowledge)
     \\  --proxy-protocol    every connection starts with a PROXY protocol header (v1 or v2,
     \\                      as HAProxy's send-proxy sends): its client address is the peer's
     \\  --proxy-protocol-from CIDR,...  take the header only from these peers (addresses or
@@ -76,13 +77,13 @@ fn hostAddress(value: []const u8) ?[]const u8 {
 pub fn applyServerFlag(config: *Config, args: []const []const u8, index: *usize, diagnostic: *Diagnostic) FlagError!bool {
     const split = splitFlag(args[index.*]);
     const flag = split.name;
-    if (std.mem.eql(u8, flag, "--request-id")) {
+    if (std.mem.eql(u8, flag, "--request-id") or std.mem.eql(u8, flag, "--h2c-only")) {
         if (split.value != null) {
             diagnostic.set("{s} takes no value", .{flag});
             return error.InvalidValue;
         }
         index.* += 1;
-        config.request_id = true;
+        if (std.mem.eql(u8, flag, "--request-id")) config.request_id = true else config.h2c_only = true;
         return true;
     }
     if (std.mem.eql(u8, flag, "--proxy-protocol")) {
@@ -508,9 +509,10 @@ test "announce: every interface is listed for 0.0.0.0 and ::, loopback among the
 test "applyServerFlag: values, errors and unknown flags" {
     var config: Config = .{};
     var diagnostic: Diagnostic = .{};
-    const args = [_][]const u8{ "--port", "0", "--engine", "blocking", "--workers", "3", "--host", "::1", "--x" };
+    const args = [_][]const u8{ "--port", "0", "--engine", "blocking", "--workers", "3", "--host", "::1", "--h2c-only", "--x" };
     var index: usize = 0;
-    while (index < 8) try std.testing.expect(try applyServerFlag(&config, &args, &index, &diagnostic));
+    while (index < 9) try std.testing.expect(try applyServerFlag(&config, &args, &index, &diagnostic));
+    try std.testing.expect(config.h2c_only);
     try std.testing.expectEqual(@as(u16, 0), config.port);
     try std.testing.expectEqual(engine.Kind.blocking, config.engine);
     try std.testing.expectEqual(@as(u16, 3), config.workers);

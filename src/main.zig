@@ -41,6 +41,8 @@ const usage =
     \\  --tls-port N           serve HTTPS on port N and keep plaintext HTTP on --port
     \\  --request-id           give each request an id (its X-Request-Id, or a new one),
     \\                         sent back in X-Request-Id
+    \\  --h2c-only             the plaintext port speaks HTTP/2 alone (h2c with prior
+    \\                         knowledge); HTTPS still offers h2 and http/1.1
     \\  --proxy-protocol       every connection starts with a PROXY header (v1 or v2, as
     \\                         HAProxy's send-proxy sends); its client address is logged
     \\  --proxy-protocol-from CIDR,...  take the header only from these peers; implies

@@ -536,17 +536,22 @@ fn h2spec(buffer: []u8) ![]const u8 {
     return "h2spec";
 }
 
-test "h2spec: every case passes over TLS; over h2c all but the invalid preface (that port serves HTTP/1.1 too)" {
+test "h2spec: every case passes over TLS and over h2c (an h2c-only port); on a port that serves HTTP/1.1 too, all but the invalid preface" {
     for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
         const running = try Running.start(kind, .{});
         defer running.stop();
+        const h2c_only = try Running.start(kind, .{ .h2c_only = true });
+        defer h2c_only.stop();
         var path_buffer: [std.fs.max_path_bytes]u8 = undefined;
         const tool = try h2spec(&path_buffer);
         var a: [8]u8 = undefined;
         var b: [8]u8 = undefined;
-        {
-            const port = try std.mem.print(&a, "{d}", .{running.tlsPort()});
-            const result = run(&.{ tool, "-t", "-k", "-h", "127.0.0.1", "-p", port, "-o", "5" }) catch |err| return skipWithout("h2spec", err);
+        for ([_]struct { port: u16, tls: bool }{ .{ .port = running.tlsPort(), .tls = true }, .{ .port = h2c_only.plainPort(), .tls = false } }) |target| {
+            const port = try std.mem.print(&a, "{d}", .{target.port});
+            const result = run(if (target.tls)
+                &.{ tool, "-t", "-k", "-h", "127.0.0.1", "-p", port, "-o", "5" }
+            else
+                &.{ tool, "-h", "127.0.0.1", "-p", port, "-o", "5" }) catch |err| return skipWithout("h2spec", err);
             defer freeResult(result);
             testing.expect(std.mem.find(u8, result.stdout, "145 tests, 145 passed, 0 skipped, 0 failed") != null) catch |err| {
                 std.debug.print("{s}\n", .{result.stdout});
