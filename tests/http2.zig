@@ -736,6 +736,78 @@ test "gRPC: examples/grpc-echo answers a real gRPC client (grpcio): unary, serve
     }
 }
 
+test "examples/router over h2c with curl: parameters, a cookie, JSON, CORS, multipart, a pulled body, live events, 404 and 405" {
+    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        var process: Process = undefined;
+        try process.start(&.{ build_options.router_exe, "--port", "0", "--engine", @tagName(kind), "--workers", "1" });
+        defer process.stop();
+        var urls: [11][96]u8 = undefined;
+        const base = "http://127.0.0.1:";
+        const h2 = "--http2-prior-knowledge";
+        const Case = struct { argv: []const []const u8, expected: []const u8 };
+        const cases = [_]Case{
+            // A percent-decoded parameter; the timing middleware's header on every answer.
+            .{ .argv = &.{ "curl", "-s", h2, "-D", "-", try std.mem.print(&urls[0], "{s}{s}/hello/w%C3%B6rld", .{ base, process.port }) }, .expected = "Hello, w\xc3\xb6rld!\n" },
+            .{ .argv = &.{ "curl", "-s", h2, try std.mem.print(&urls[1], "{s}{s}/search?q=a%20b&page=2", .{ base, process.port }) }, .expected = "{\"query\":\"a b\",\"page\":2}" },
+            .{ .argv = &.{ "curl", "-s", h2, try std.mem.print(&urls[2], "{s}{s}/files/x/y.txt", .{ base, process.port }) }, .expected = "path: x/y.txt\n" },
+            .{ .argv = &.{ "curl", "-s", h2, "-H", "Origin: http://app.test", "-D", "-", "--json", "{\"values\":[1,2,3]}", try std.mem.print(&urls[3], "{s}{s}/api/sum", .{ base, process.port }) }, .expected = "{\"sum\":6,\"count\":3}" },
+            .{ .argv = &.{ "curl", "-s", h2, "-F", "a=1", "-F", "f=@build.zig;filename=b.zig", try std.mem.print(&urls[4], "{s}{s}/api/upload", .{ base, process.port }) }, .expected = "\"name\":\"f\",\"filename\":\"b.zig\"" },
+            .{ .argv = &.{ "curl", "-s", h2, "-o", "/dev/null", "-w", "%{http_code}", "-X", "DELETE", try std.mem.print(&urls[5], "{s}{s}/", .{ base, process.port }) }, .expected = "405" },
+            .{ .argv = &.{ "curl", "-s", h2, "-o", "/dev/null", "-w", "%{http_code}", try std.mem.print(&urls[6], "{s}{s}/nope", .{ base, process.port }) }, .expected = "404" },
+            // The form sets a cookie and redirects (curl follows no redirect over prior
+            // knowledge: the cookie goes back by hand).
+            .{ .argv = &.{ "curl", "-s", h2, "-D", "-", "-d", "user=ann", try std.mem.print(&urls[7], "{s}{s}/login", .{ base, process.port }) }, .expected = "set-cookie: user=ann; Path=/; Max-Age=3600; HttpOnly; SameSite=Lax" },
+            .{ .argv = &.{ "curl", "-s", h2, "-b", "user=ann", try std.mem.print(&urls[10], "{s}{s}/me", .{ base, process.port }) }, .expected = "you are ann\n" },
+        };
+        for (cases) |case| {
+            const result = run(case.argv) catch |err| return skipWithout("curl", err);
+            defer freeResult(result);
+            testing.expect(std.mem.find(u8, result.stdout, case.expected) != null) catch |err| {
+                std.debug.print("{s}\ngot: {s}\n", .{ case.argv[case.argv.len - 1], result.stdout });
+                return err;
+            };
+            if (std.mem.find(u8, case.argv[case.argv.len - 1], "/hello/") != null)
+                try testing.expect(std.mem.find(u8, result.stdout, "server-timing: ") != null);
+            if (std.mem.find(u8, case.argv[case.argv.len - 1], "/api/sum") != null)
+                try testing.expect(std.mem.find(u8, result.stdout, "access-control-allow-origin: *") != null);
+        }
+        {
+            // 3 MiB read as it arrives (the route is flagged body_reader).
+            var tmp = testing.tmpDir(.{});
+            defer tmp.cleanup();
+            const body = try testing.allocator.alloc(u8, 3 * 1024 * 1024);
+            defer testing.allocator.free(body);
+            for (body, 0..) |*b, i| b.* = @truncate(i *% 31);
+            try tmp.dir.writeFile(testing.io, .{ .sub_path = "body.bin", .data = body });
+            const path = try tmp.dir.realPathFileAlloc(testing.io, "body.bin", testing.allocator);
+            defer testing.allocator.free(path);
+            const data_arg = try std.fmt.allocPrint(testing.allocator, "@{s}", .{path});
+            defer testing.allocator.free(data_arg);
+            const result = try run(&.{ "curl", "-s", h2, "--data-binary", data_arg, try std.mem.print(&urls[8], "{s}{s}/api/digest", .{ base, process.port }) });
+            defer freeResult(result);
+            var expected: [64]u8 = undefined;
+            try testing.expectEqualStrings(try std.mem.print(&expected, "{{\"bytes\":{d},\"crc32\":{d}}}", .{ body.len, std.hash.Crc32.hash(body) }), result.stdout);
+        }
+        {
+            // Events leave as they are sent, 100 ms apart: the first byte comes well before
+            // the end (a response sent whole would have them together).
+            const result = try run(&.{ "curl", "-s", h2, "-N", "-w", "\n%{time_starttransfer} %{time_total}", try std.mem.print(&urls[9], "{s}{s}/api/events?n=3", .{ base, process.port }) });
+            defer freeResult(result);
+            for ([_][]const u8{ "data: tick 1 of 3\n", "data: tick 2 of 3\n", "data: tick 3 of 3\n" }) |line|
+                try testing.expect(std.mem.find(u8, result.stdout, line) != null);
+            const times = result.stdout[std.mem.findScalarLast(u8, result.stdout, '\n').? + 1 ..];
+            var it = std.mem.splitScalar(u8, times, ' ');
+            const first = try std.fmt.parseFloat(f64, it.next().?);
+            const total = try std.fmt.parseFloat(f64, it.next().?);
+            testing.expect(total - first >= 0.15) catch |err| {
+                std.debug.print("first byte at {d} s, end at {d} s\n", .{ first, total });
+                return err;
+            };
+        }
+    }
+}
+
 test "saker serve over h2c: Range, a conditional GET, HEAD, a precompressed variant and a listing" {
     const io = testing.io;
     var dir = testing.tmpDir(.{});
