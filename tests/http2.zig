@@ -314,6 +314,26 @@ test "a body pulled with bodyReader() over h2c and h2 as it arrives: 8 MiB throu
     }
 }
 
+test "a 24 MiB body with a content-length is buffered over h2c in one allocation (not three times over in the arena)" {
+    var tmp = testing.tmpDir(.{});
+    defer tmp.cleanup();
+    const body = try testing.allocator.alloc(u8, 24 * 1024 * 1024);
+    defer testing.allocator.free(body);
+    @memset(body, 'b');
+    try tmp.dir.writeFile(testing.io, .{ .sub_path = "body.bin", .data = body });
+    const path = try tmp.dir.realPathFileAlloc(testing.io, "body.bin", testing.allocator);
+    defer testing.allocator.free(path);
+    const data_arg = try std.fmt.allocPrint(testing.allocator, "@{s}", .{path});
+    defer testing.allocator.free(data_arg);
+    // An arena of 48 MiB at most: room for the body once, not for a buffer grown to it.
+    const running = try Running.start(.epoll, .{ .body_bytes_max = 32 * 1024 * 1024, .arena_request_bytes_max = 48 * 1024 * 1024 });
+    defer running.stop();
+    var url: [64]u8 = undefined;
+    const result = run(&.{ "curl", "--silent", "--http2-prior-knowledge", "--data-binary", data_arg, try std.mem.print(&url, "http://127.0.0.1:{d}/echo", .{running.plainPort()}) }) catch |err| return skipWithout("curl", err);
+    defer freeResult(result);
+    try testing.expectEqualStrings("25165824 bytes", result.stdout);
+}
+
 test "a pulled body over h2c beyond streamed_body_bytes_max is answered 413; the connection serves on" {
     for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});

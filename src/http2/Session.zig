@@ -621,8 +621,9 @@ fn serveRead(s: *Session, st: *Stream) void {
     }
     const n = h.deliver(available);
     st.body_read += n;
-    // Keep the buffer within the window: what was read goes once it is a good part of it.
-    if (st.body_read == st.body.items.len or st.body_read >= 64 * 1024) {
+    // What was read goes once it is at least what is left (each byte moves about once, and
+    // the buffer stays within twice the window).
+    if (st.body_read >= st.body.items.len - st.body_read) {
         const left = st.body.items.len - st.body_read;
         std.mem.copyForwards(u8, st.body.items[0..left], st.body.items[st.body_read..]);
         state.body_bytes -= st.body_read;
@@ -1303,6 +1304,13 @@ fn headerBlock(s: *Session, id: u31, end_stream: bool, block: []const u8) void {
                     };
                     if (action == .skip) return s.dispatch(st);
                 }
+                if (st.body_mode == .buffer) if (x.request.content_length) |length| {
+                    // A declared length is taken whole at once: growing the buffer in the
+                    // arena as DATA comes would hold about three times the body.
+                    if (length > w.config.body_bytes_max) return s.answer(st, .content_too_large, "request body too large");
+                    st.body.ensureTotalCapacityPrecise(x.arena.allocator(), @intCast(length)) catch
+                        return s.answer(st, .service_unavailable, "server out of memory for request bodies");
+                };
                 if (head.expect_continue) st.continue_pending = true;
                 s.deadlines().read_ms = w.now_ms + w.config.body_timeout_ms;
                 if (st.continue_pending) st.send = .headers; // the 100 goes out first
