@@ -346,7 +346,7 @@ fn startHttp2(c: *Connection) void {
     c.protocol.http1.deinit();
     c.protocol = .{ .http2 = .{} };
     // Without memory for its state the session holds nothing and says close.
-    _ = c.protocol.http2.open(x);
+    if (c.protocol.http2.open(x)) c.worker.metrics.http2Open(true);
 }
 
 /// Runs the handler for the current request; called on a handler pool thread, which owns the

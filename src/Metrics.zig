@@ -73,6 +73,12 @@ pub const Counters = struct {
     sent_bytes: u64 = 0,
     /// Open WebSocket sessions (a gauge).
     websockets_open: u64 = 0,
+    /// HTTP/1.1 connections holding an exchange (a request on its way; the others are idle
+    /// keep-alive connections or have sent nothing yet) and connections speaking HTTP/2:
+    /// gauges kept with wrapping arithmetic, since a `worker_pool` connection may take its
+    /// exchange on one worker and give it back on another (only the sum means anything).
+    http1_active: u64 = 0,
+    http2_open: u64 = 0,
     /// Link in the registry's list of live workers' counters.
     next: ?*Counters = null,
     registry: ?*Registry = null,
@@ -129,6 +135,16 @@ pub const Counters = struct {
         @atomicStore(u64, &c.websockets_open, c.websockets_open - 1, .monotonic);
     }
 
+    /// An HTTP/1.1 connection took (`true`) or gave back (`false`) its exchange.
+    pub fn http1Active(c: *Counters, active: bool) void {
+        bump(&c.http1_active, if (active) 1 else std.math.maxInt(u64)); // wrapping -1
+    }
+
+    /// A connection switched to HTTP/2 (`true`) or an HTTP/2 connection ended (`false`).
+    pub fn http2Open(c: *Counters, open: bool) void {
+        bump(&c.http2_open, if (open) 1 else std.math.maxInt(u64)); // wrapping -1
+    }
+
     /// Adds `other`'s counts (read atomically) to `c` (a scrape's private sum).
     fn addFrom(c: *Counters, other: *const Counters) void {
         for (&c.responses, &other.responses) |*row, *other_row| {
@@ -138,6 +154,9 @@ pub const Counters = struct {
         for (&c.duration_counts, &other.duration_counts) |*a, *b| a.* += @atomicLoad(u64, b, .monotonic);
         inline for (.{ "handler_errors", "handlers_in_flight", "duration_sum_ms", "received_bytes", "sent_bytes", "websockets_open" }) |name| {
             @field(c, name) += @atomicLoad(u64, &@field(other, name), .monotonic);
+        }
+        inline for (.{ "http1_active", "http2_open" }) |name| {
+            @field(c, name) +%= @atomicLoad(u64, &@field(other, name), .monotonic);
         }
     }
 };
@@ -171,6 +190,8 @@ pub const Registry = struct {
         var ended = counters.*;
         ended.handlers_in_flight = 0;
         ended.websockets_open = 0;
+        ended.http1_active = 0;
+        ended.http2_open = 0;
         r.retired.addFrom(&ended);
         counters.next = null;
         counters.registry = null;
@@ -235,6 +256,15 @@ pub fn render(w: *std.Io.Writer, counters: *const Counters, shared: Shared) std.
     try w.print("saker_connections_open {d}\n", .{shared.connections_open});
     try w.writeAll("# HELP saker_websockets_open WebSocket sessions open.\n# TYPE saker_websockets_open gauge\n");
     try w.print("saker_websockets_open {d}\n", .{counters.websockets_open});
+    // By protocol and state. The parts are read a moment apart, so HTTP/1.1's idle share (what
+    // is left) is clamped at 0.
+    const http1_active = @min(counters.http1_active, shared.connections_open);
+    const http1_idle = shared.connections_open -| counters.http2_open -| counters.websockets_open -| http1_active;
+    try w.writeAll("# HELP saker_connections Client connections open, by protocol and state (idle: an HTTP/1.1 connection waiting for a request, holding no buffers).\n# TYPE saker_connections gauge\n");
+    try w.print("saker_connections{{protocol=\"http1\",state=\"active\"}} {d}\n", .{http1_active});
+    try w.print("saker_connections{{protocol=\"http1\",state=\"idle\"}} {d}\n", .{http1_idle});
+    try w.print("saker_connections{{protocol=\"http2\",state=\"open\"}} {d}\n", .{counters.http2_open});
+    try w.print("saker_connections{{protocol=\"websocket\",state=\"open\"}} {d}\n", .{counters.websockets_open});
     try w.writeAll("# HELP saker_connections_refused_total Connections refused at connections_max.\n# TYPE saker_connections_refused_total counter\n");
     try w.print("saker_connections_refused_total {d}\n", .{shared.connections_refused});
     try w.writeAll("# HELP saker_accept_errors_total Failed accepts (out of descriptors or memory, and others).\n# TYPE saker_accept_errors_total counter\n");

@@ -90,6 +90,56 @@ test "metrics: after N requests the response counter rose by exactly N, on every
     }
 }
 
+/// Scrapes until `want` holds (the server takes a moment to see what clients did), or 3 s.
+fn awaitConnections(running: *Running, want: [4]u64) !void {
+    const names = [_][]const u8{
+        "saker_connections{protocol=\"http1\",state=\"active\"}",
+        "saker_connections{protocol=\"http1\",state=\"idle\"}",
+        "saker_connections{protocol=\"http2\",state=\"open\"}",
+        "saker_connections{protocol=\"websocket\",state=\"open\"}",
+    };
+    var got: [4]u64 = undefined;
+    for (0..300) |_| {
+        var buffer: [16384]u8 = undefined;
+        const text = try scrape(running, &buffer);
+        for (names, &got) |name, *value| value.* = try sample(text, name);
+        if (std.mem.eql(u64, &got, &want)) return;
+        var pause: std.os.linux.timespec = .{ .sec = 0, .nsec = 10 * std.time.ns_per_ms };
+        _ = std.os.linux.nanosleep(&pause, null);
+    }
+    std.debug.print("connections (http1 active, http1 idle, http2, websocket): want {any}, got {any}\n", .{ want, got });
+    return error.TestUnexpectedConnections;
+}
+
+test "metrics: open connections by protocol and state, on every engine that holds several" {
+    for (usable(&[_]saker.engine.Kind{ .thread_per_connection, .worker_pool, .epoll, .io_uring })) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try Running.start(kind, .{});
+        defer running.stop();
+        // Kept alive after its answer: idle.
+        var idle = try Client.connect(running.port(), 10_000);
+        defer idle.close();
+        try idle.send("GET /a HTTP/1.1\r\nHost: t\r\n\r\n");
+        const response = try idle.readResponse(testing.allocator, .{});
+        response.deinit(testing.allocator);
+        // Half a head: active.
+        var active = try Client.connect(running.port(), 10_000);
+        try active.send("GET /a HTTP/1.1\r\nHost");
+        // An HTTP/2 connection (h2c: over TLS the suite's clients speak HTTP/1.1).
+        var h2: ?Client = null;
+        if (!Client.overTls()) {
+            h2 = try Client.connectPlain(running.port(), 10_000);
+            var settings: [64]u8 = undefined;
+            try h2.?.send(saker.http2.frame.preface);
+            try h2.?.send(settings[0..saker.http2.frame.writeSettings(&settings, &.{})]);
+        }
+        try awaitConnections(running, .{ 1, 1, if (h2 != null) 1 else 0, 0 });
+        active.close();
+        if (h2) |*c| c.close();
+        try awaitConnections(running, .{ 0, 1, 0, 0 });
+    }
+}
+
 test "metrics: refusals at connections_max are counted" {
     const running = try Running.start(.epoll, .{ .connections_max = 1 });
     defer running.stop();

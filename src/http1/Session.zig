@@ -117,6 +117,7 @@ pub fn deinit(c: *Session) void {
         x.iovec_index = x.iovec_count;
         c.worker().releaseExchange(x);
         c.exchange = null;
+        c.worker().metrics.http1Active(false);
     }
     c.phase = .closed;
 }
@@ -180,6 +181,7 @@ pub fn recvBuffer(c: *Session) ?[]u8 {
     const x = c.exchange orelse blk: {
         const x = c.worker().acquireExchange() orelse return null;
         c.exchange = x;
+        c.worker().metrics.http1Active(true);
         break :blk x;
     };
     switch (c.phase) {
@@ -270,6 +272,7 @@ pub fn takeHttp2(c: *Session) *Exchange {
     assert(c.phase == .http2);
     const x = c.exchange.?;
     assert(!x.done.active); // no response was made on this connection's first bytes
+    c.worker().metrics.http1Active(false); // counted as HTTP/2 from here
     c.exchange = null;
     c.phase = .closed;
     return x;
@@ -366,6 +369,7 @@ pub fn takeUpgrade(c: *Session) *Exchange {
     assert(c.phase == .upgraded);
     const x = c.exchange.?;
     assert(x.websocket != null);
+    c.worker().metrics.http1Active(false); // counted as a WebSocket from here
     // The 101 is reported as it goes to the WebSocket side: from here on the bytes are frames.
     if (x.done.active) {
         x.done.complete = true;
@@ -389,6 +393,7 @@ fn releaseIfIdle(c: *Session) void {
     if (x.sending() or x.head_start != x.recv_end or x.body != .none) return;
     c.worker().releaseExchange(x);
     c.exchange = null;
+    c.worker().metrics.http1Active(false);
     if (c.phase == .head) {
         c.phase = .idle;
         c.deadlines().read_ms = c.worker().now_ms + c.worker().config.idle_timeout_ms;

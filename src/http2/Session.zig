@@ -335,6 +335,7 @@ fn refuse(s: *Session, x: *Exchange) bool {
 pub fn deinit(s: *Session) void {
     const state = s.state orelse return;
     const w = s.worker();
+    w.metrics.http2Open(false);
     for (state.streams[0..state.stream_count]) |*st| s.dropStream(st);
     state.stream_count = 0;
     if (state.x) |x| {
