@@ -608,7 +608,7 @@ fn serveFile(sf: *StaticFiles, state: *WorkerState, req: *Request, res: *Respons
     const variants = try sf.findVariants(state, req, relative, clock);
     const coding = accept_encoding.choose(req.header("Accept-Encoding"), variants.available);
     const chosen = if (coding) |c| variants.entries.get(c).? else original;
-    const fly: OnTheFly = if (coding == null) sf.onTheFly(req, original, relative) else .{};
+    const fly: OnTheFly = if (coding == null) sf.onTheFly(state, req, original, relative) else .{};
     const tag = if (fly.coding) |c|
         (try compress.Policy.encodedTag(req.arena, chosen.etag(), c)).?
     else
@@ -678,10 +678,15 @@ const OnTheFly = struct {
     coding: ?compress.Coding = null,
 };
 
-fn onTheFly(sf: *const StaticFiles, req: *const Request, entry: *const FileCache.Entry, relative: []const u8) OnTheFly {
+fn onTheFly(sf: *const StaticFiles, state: *const WorkerState, req: *const Request, entry: *const FileCache.Entry, relative: []const u8) OnTheFly {
     const policy = sf.options.compression orelse return .{};
     const size = entry.stat.size;
     if (policy.codings.count() == 0 or size < policy.bytes_min or size > sf.options.compress_file_bytes_max) return .{};
+    // A file the worker's share of the cache cannot hold would be compressed on every
+    // request, on the worker's thread: it goes out as it is. With no cache at all
+    // (`compress_cache_bytes_max` 0) every request compresses, as asked.
+    const ring = state.compressed.memory.len;
+    if (ring > 0 and size > ring) return .{};
     if (!policy.compressible(mime.forName(relative))) return .{};
     // A range is of the identity bytes, so its offsets mean what the client thinks.
     if (req.method == .GET and req.header("Range") != null) return .{ .eligible = true };
