@@ -3,6 +3,7 @@
 //! configuration it rejects, naming the offending field.
 const std = @import("std");
 const assert = std.debug.assert;
+const compress = @import("compress.zig");
 
 const Config = @This();
 
@@ -212,6 +213,15 @@ websocket_deflate: bool = true,
 /// 360 KiB of compressor state); beyond it, offers are declined and messages go uncompressed.
 websocket_deflate_connections_max: u32 = 64,
 
+// Compression on the fly.
+
+/// What the ready-made handlers compress on the fly and how (docs/compression.md): the codings
+/// offered, the smallest body compressed (`bytes_min`, 1 KiB), the compressible media types
+/// and each coding's level. `saker serve` hands it to `StaticFiles` (`--compress`); a
+/// `saker.middleware.Compress` takes its policy at compile time instead (the same defaults),
+/// since middleware options are types. Checked by `validate`.
+compression: compress.Policy = .{},
+
 /// TLS settings of a listener. The file names are read at `Server.init` and at each reload:
 /// the slices must outlive the server.
 pub const Tls = struct {
@@ -355,6 +365,10 @@ pub fn validate(config: *const Config, reason: *[]const u8) Error!void {
             .why = "requests_per_connection_max must be at least 1",
         },
         .{ .ok = config.backlog >= 1, .why = "backlog must be at least 1" },
+        .{
+            .ok = if (config.compression.validate()) true else |_| false,
+            .why = "compression: a level, stream window or media type the encoders do not take",
+        },
         .{
             .ok = config.workers <= 1024,
             .why = "workers must not exceed 1024",

@@ -203,6 +203,23 @@ pub fn header(req: *const Request, name: []const u8) ?[]const u8 {
     return null;
 }
 
+/// Whether the body is sent in a content coding (RFC 9110 §8.4): a body, and a
+/// `Content-Encoding` that names anything but `identity`. The server refuses such a request
+/// with 415 unless the handler declares `pub const accepts_content_encoding = true` (it then
+/// decodes the body itself).
+pub fn hasCodedBody(req: *const Request) bool {
+    if (req.content_length == null and !req.chunked) return false;
+    for (req.headers) |field| {
+        if (!std.ascii.eqlIgnoreCase(field.name, "Content-Encoding")) continue;
+        var it = std.mem.splitScalar(u8, field.value, ',');
+        while (it.next()) |member| {
+            const coding = std.mem.trim(u8, member, " \t");
+            if (coding.len > 0 and !std.ascii.eqlIgnoreCase(coding, "identity")) return true;
+        }
+    }
+    return false;
+}
+
 /// Whether the client asks to switch to the WebSocket protocol (RFC 6455 §4.1): a GET with
 /// `Upgrade: websocket` and `Connection: upgrade`. Answer with `res.upgradeWebSocket`.
 pub fn isWebSocketUpgrade(req: *const Request) bool {
@@ -602,4 +619,27 @@ test "Request.cookie and arenaStats" {
     while (try it.next()) |_| count += 1;
     try std.testing.expectEqual(@as(usize, 2), count);
     try std.testing.expectEqual(@as(?Arena.Stats, null), req.arenaStats());
+}
+
+test "Request.hasCodedBody: a body and a coding other than identity" {
+    var arena_state: std.heap.ArenaAllocator = .init(std.testing.allocator);
+    defer arena_state.deinit();
+    const Case = struct { value: ?[]const u8, length: ?u64, chunked: bool = false, coded: bool };
+    const cases = [_]Case{
+        .{ .value = "gzip", .length = 3, .coded = true },
+        .{ .value = "GZIP", .length = null, .chunked = true, .coded = true },
+        .{ .value = "identity, br", .length = 3, .coded = true },
+        .{ .value = "identity", .length = 3, .coded = false },
+        .{ .value = " , ", .length = 3, .coded = false },
+        .{ .value = "gzip", .length = null, .coded = false },
+        .{ .value = null, .length = 3, .coded = false },
+    };
+    for (cases) |case| {
+        const fields = [_]http.Header{.{ .name = "content-encoding", .value = case.value orelse "" }};
+        var head: http.RequestHead = undefined;
+        var req = testRequest(&head, if (case.value != null) &fields else &.{}, "", "abc", arena_state.allocator());
+        req.content_length = case.length;
+        req.chunked = case.chunked;
+        try std.testing.expectEqual(case.coded, req.hasCodedBody());
+    }
 }

@@ -72,6 +72,15 @@ pub fn checkHandler(comptime Handler: type) void {
         @compileError(@typeName(Handler) ++ " declares onBody but no `pub fn onHead(...) !saker.BodyAction` to ask for a streamed body");
 }
 
+/// RFC 9110 §15.5.16: a body in a coding the handler does not decode is 415, and
+/// `Accept-Encoding` in the answer says which codings a request body may use (§12.5.3).
+fn refuseCodedBody(res: *Response) Response.Error!void {
+    try res.header("Accept-Encoding", "identity");
+    res.status = .unsupported_media_type;
+    res.content_type = "text/plain; charset=utf-8";
+    res.setBody("415 Unsupported Media Type: request bodies in a Content-Encoding are not accepted here\n");
+}
+
 /// Checks an optional hook: `self` (pointer to the handler), then `params`, returning
 /// `Payload`, or an error union of it when it `.may_fail`.
 fn checkHook(
@@ -476,13 +485,20 @@ pub fn Server(comptime Handler: type) type {
             server.control.stop();
         }
 
+        /// Whether the handler decodes request bodies sent in a content coding itself
+        /// (`pub const accepts_content_encoding = true`); otherwise the server refuses them.
+        const accepts_content_encoding = @hasDecl(Handler, "accepts_content_encoding") and Handler.accepts_content_encoding;
+
         fn dispatchHandle(context: *anyopaque, req: *Request, res: *Response) anyerror!void {
             const handler: *Handler = @ptrCast(@alignCast(context));
+            if (!accepts_content_encoding and req.hasCodedBody()) return refuseCodedBody(res);
             return handler.handle(req, res);
         }
 
         fn dispatchOnHead(context: *anyopaque, req: *Request, res: *Response) anyerror!BodyAction {
             const handler: *Handler = @ptrCast(@alignCast(context));
+            // Not worth reading: `handle` answers 415 (`dispatchHandle`).
+            if (!accepts_content_encoding and req.hasCodedBody()) return .skip;
             return handler.onHead(req, res);
         }
 

@@ -9,10 +9,12 @@ pub const Coding = negotiate.Coding;
 pub const Offered = negotiate.Offered;
 pub const Choice = negotiate.Choice;
 pub const Encoder = @import("compress/Encoder.zig");
+pub const Policy = @import("compress/Policy.zig");
 
 test {
     std.testing.refAllDecls(@This());
     _ = negotiate;
     _ = Encoder;
+    _ = Policy;
     _ = @import("compress/decode.zig");
 }

@@ -59,6 +59,11 @@ const usage =
     \\  --access-log-format F combined (default) or json (a JSON object per line, with
     \\                         microsecond times and durations, and the request id)
     \\  --no-precompressed     do not look for FILE.br / FILE.gz variants
+    \\  --compress LIST        codings to compress text files of 1 KiB or more in, on the fly:
+    \\                         off, or some of zstd,br,gzip, each with :LEVEL if wanted
+    \\                         (default zstd:3,br:5,gzip:6); .br/.gz files beside still win
+    \\  --compress-max SIZE    send larger files uncompressed (default 4M)
+    \\  --compress-cache SIZE  memory for compressed files, all workers together (default 32M)
     \\
     \\Options that take a value also take it as --option=value.
     \\
@@ -149,6 +154,18 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
         } else if (std.mem.eql(u8, flag.name, "--no-precompressed")) {
             noValue(io, flag);
             parsed.static.precompressed = false;
+        } else if (std.mem.eql(u8, flag.name, "--compress")) {
+            const text = value(io, args, &index, flag);
+            parsed.config.compression.parseList(text) orelse
+                fatal(io, "--compress '{s}': off, or a list such as zstd,br,gzip (levels: zstd:1-19, br:0-11, gzip:1-9)", .{text});
+        } else if (std.mem.eql(u8, flag.name, "--compress-max")) {
+            const text = value(io, args, &index, flag);
+            parsed.static.compress_file_bytes_max = saker.cli.parseBytes(text) orelse
+                fatal(io, "--compress-max '{s}': a size such as 512K or 4M", .{text});
+        } else if (std.mem.eql(u8, flag.name, "--compress-cache")) {
+            const text = value(io, args, &index, flag);
+            parsed.static.compress_cache_bytes_max = saker.cli.parseBytes(text) orelse
+                fatal(io, "--compress-cache '{s}': a size such as 0, 64M or 1G", .{text});
         } else if (std.mem.eql(u8, flag.name, "--index")) {
             parsed.static.index = value(io, args, &index, flag);
         } else if (std.mem.eql(u8, flag.name, "--spa")) {
@@ -238,6 +255,7 @@ fn serve(init: std.process.Init, args: *ServeArgs) !void {
     // The JSON lines' `duration_us`: a fine clock at each head and response end.
     if (log_fd != null and args.static.access_log_format == .json) args.config.fine_durations = true;
     args.static.workers = saker.Server(saker.StaticFiles).workerCountFor(&args.config);
+    if (args.config.compression.codings.count() > 0) args.static.compression = args.config.compression;
 
     var files = saker.StaticFiles.init(gpa, args.static) catch |err| {
         const root = args.static.root;
@@ -250,6 +268,8 @@ fn serve(init: std.process.Init, args: *ServeArgs) !void {
             error.FallbackNotFound => fatal(io, "--spa '{s}': no such file in '{s}'", .{ args.static.spa_fallback.?, root }),
             error.InvalidCacheControl => fatal(io, "--cache-control: control characters are not allowed", .{}),
             error.InvalidCorsOrigin => fatal(io, "--cors '{s}': must be * or an origin such as https://app.example", .{args.static.cors_origin.?}),
+            // `--compress` was checked as it was parsed.
+            error.InvalidCompression => unreachable,
             error.Unsupported => fatal(io, "this kernel lacks openat2 (Linux 5.6 or later is needed)", .{}),
             error.SystemResources, error.OutOfMemory => fatal(io, "out of memory or file descriptors", .{}),
             error.Unexpected => fatal(io, "cannot serve '{s}' (unexpected error)", .{root}),

@@ -14,6 +14,11 @@
 //!   satisfiable is a 416; `If-Range` by entity tag or date; `Accept-Ranges: bytes`.
 //! - Precompressed variants: `file.br` / `file.gz` beside `file` are served when the client
 //!   accepts them (`accept_encoding`), with `Content-Encoding` and `Vary: Accept-Encoding`.
+//! - Compression on the fly (`compression`): a compressible file of `bytes_min` to
+//!   `compress_file_bytes_max` bytes without a precompressed variant the client accepts is
+//!   sent in the coding it prefers, compressed once into a bounded per-worker cache
+//!   (`CompressedCache`), with its own ETag (`"tag-zstd"`) and `Vary: Accept-Encoding`. Range
+//!   requests get the identity bytes. Larger files go out as they are (sendfile).
 //! - Bodies: small files from memory (one `writev` with the head), others with `sendfile`
 //!   from a `dup` of the cached fd. Per-worker open-file cache (`FileCache`).
 //! - An optional access log in the combined format, buffered per worker (`AccessLog`).
@@ -43,6 +48,8 @@ const accept_encoding = @import("static/accept_encoding.zig");
 const listing = @import("static/listing.zig");
 const health = @import("health.zig");
 const FileCache = @import("static/FileCache.zig");
+const CompressedCache = @import("static/CompressedCache.zig");
+const compress = @import("../compress.zig");
 
 const StaticFiles = @This();
 
@@ -91,6 +98,13 @@ pub const Options = struct {
     precompressed: bool = true,
     /// The open-file cache of each worker.
     cache: FileCache.Options = .{},
+    /// Compression on the fly of files without a precompressed variant; null: off.
+    /// `saker serve` sets `Config.compression` here.
+    compression: ?compress.Policy = null,
+    /// Larger files are sent as they are rather than compressed whole in memory.
+    compress_file_bytes_max: u64 = 4 * 1024 * 1024,
+    /// Compressed variants kept, for all workers together (each holds an even share).
+    compress_cache_bytes_max: u64 = 32 * 1024 * 1024,
     /// Most entries shown in a listing (the rest are counted, not shown).
     listing_entries_max: u32 = 10_000,
     /// Largest multipart/byteranges body; bigger multi-range requests get the whole file.
@@ -115,6 +129,7 @@ access_log: ?AccessLog,
 const WorkerState = struct {
     mutex: sync.Mutex = .{},
     cache: FileCache,
+    compressed: CompressedCache,
     /// Seeded once at start-up: multipart boundaries cost no syscall.
     random: std.Random.DefaultCsprng,
 };
@@ -137,6 +152,8 @@ pub const InitError = error{
     InvalidCacheControl,
     /// `cors_origin` is neither `*` nor `scheme://host[:port]`.
     InvalidCorsOrigin,
+    /// `compression` names a level, window or media type the encoders do not take.
+    InvalidCompression,
     /// openat2 is missing (Linux older than 5.6).
     Unsupported,
     SystemResources,
@@ -177,12 +194,20 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!StaticFiles {
     cache_options.entries_max = cacheEntriesFor(options);
     const states = try gpa.alloc(WorkerState, options.workers);
     errdefer gpa.free(states);
+    const compressed_options: CompressedCache.Options = .{
+        .bytes_max = if (options.compression != null) options.compress_cache_bytes_max / options.workers else 0,
+    };
     var ready: usize = 0;
-    errdefer for (states[0..ready]) |*state| state.cache.deinit();
+    errdefer for (states[0..ready]) |*state| {
+        state.cache.deinit();
+        state.compressed.deinit();
+    };
     for (states) |*state| {
         var seed: [std.Random.DefaultCsprng.secret_seed_length]u8 = undefined;
         try fs.randomBytes(&seed);
-        state.* = .{ .cache = try .init(root_fd, cache_options), .random = .init(seed) };
+        var cache: FileCache = try .init(root_fd, cache_options);
+        errdefer cache.deinit();
+        state.* = .{ .cache = cache, .compressed = try .init(compressed_options), .random = .init(seed) };
         ready += 1;
     }
     var access_log: ?AccessLog = if (options.access_log_fd) |fd|
@@ -207,7 +232,10 @@ pub fn deinit(sf: *StaticFiles) void {
         for (0..sf.states.len) |i| access_log.flush(@intCast(i));
         access_log.deinit(sf.gpa);
     }
-    for (sf.states) |*state| state.cache.deinit();
+    for (sf.states) |*state| {
+        state.cache.deinit();
+        state.compressed.deinit();
+    }
     sf.gpa.free(sf.states);
     sf.gpa.free(sf.spa_buffer);
     fs.close(sf.root_fd);
@@ -224,6 +252,7 @@ fn checkOptions(options: Options) InitError!void {
     if (options.cache_control) |value| if (!ResponseHead.validField("Cache-Control", value))
         return error.InvalidCacheControl;
     if (options.cors_origin) |origin| if (!validOrigin(origin)) return error.InvalidCorsOrigin;
+    if (options.compression) |policy| policy.validate() catch return error.InvalidCompression;
 }
 
 /// `*`, or an origin as browsers send it (RFC 6454 §7): `scheme://host[:port]`, no path,
@@ -579,13 +608,17 @@ fn serveFile(sf: *StaticFiles, state: *WorkerState, req: *Request, res: *Respons
     const variants = try sf.findVariants(state, req, relative, clock);
     const coding = accept_encoding.choose(req.header("Accept-Encoding"), variants.available);
     const chosen = if (coding) |c| variants.entries.get(c).? else original;
-    const tag = try req.arena.dupe(u8, chosen.etag());
+    const fly: OnTheFly = if (coding == null) sf.onTheFly(state, req, original, relative) else .{};
+    const tag = if (fly.coding) |c|
+        (try compress.Policy.encodedTag(req.arena, chosen.etag(), c)).?
+    else
+        try req.arena.dupe(u8, chosen.etag());
     const size = chosen.stat.size;
     const mtime = chosen.stat.mtime_sec;
 
     try res.header("ETag", tag);
     try res.header("Last-Modified", try req.arena.dupe(u8, chosen.lastModified()));
-    if (variants.available.count() > 0) try res.header("Vary", "Accept-Encoding");
+    if (variants.available.count() > 0 or fly.eligible) try res.header("Vary", "Accept-Encoding");
     if (sf.options.cache_control) |value| try res.header("Cache-Control", value);
 
     // RFC 9110 §13.2.2: If-Match, If-Unmodified-Since, If-None-Match, If-Modified-Since, If-Range.
@@ -628,7 +661,93 @@ fn serveFile(sf: *StaticFiles, state: *WorkerState, req: *Request, res: *Respons
         }
     };
     if (coding) |c| try res.header("Content-Encoding", c.token());
+    if (fly.coding) |c| {
+        if (try sf.sendCompressed(state, req, res, chosen, c)) return;
+        // Not smaller, or no memory to compress it: the file as it is, under its own tag.
+        setField(res, "ETag", try req.arena.dupe(u8, chosen.etag()));
+    }
     return sendBody(req, res, chosen, 0, size);
+}
+
+/// Whether a file without a precompressed variant is compressed on the fly for this
+/// request, and in which coding.
+const OnTheFly = struct {
+    /// The response could be encoded differently for another Accept-Encoding (it says Vary).
+    eligible: bool = false,
+    /// The coding to send it in; null for identity.
+    coding: ?compress.Coding = null,
+};
+
+fn onTheFly(sf: *const StaticFiles, state: *const WorkerState, req: *const Request, entry: *const FileCache.Entry, relative: []const u8) OnTheFly {
+    const policy = sf.options.compression orelse return .{};
+    const size = entry.stat.size;
+    if (policy.codings.count() == 0 or size < policy.bytes_min or size > sf.options.compress_file_bytes_max) return .{};
+    // A file the worker's share of the cache cannot hold would be compressed on every
+    // request, on the worker's thread: it goes out as it is. With no cache at all
+    // (`compress_cache_bytes_max` 0) every request compresses, as asked.
+    const ring = state.compressed.memory.len;
+    if (ring > 0 and size > ring) return .{};
+    if (!policy.compressible(mime.forName(relative))) return .{};
+    // A range is of the identity bytes, so its offsets mean what the client thinks.
+    if (req.method == .GET and req.header("Range") != null) return .{ .eligible = true };
+    var lines: [accept_encoding_lines_max][]const u8 = undefined;
+    var count: usize = 0;
+    for (req.headers) |field| {
+        if (!std.ascii.eqlIgnoreCase(field.name, "Accept-Encoding")) continue;
+        if (count == lines.len) return .{ .eligible = true };
+        lines[count] = field.value;
+        count += 1;
+    }
+    return .{ .eligible = true, .coding = compress.negotiate.choose(lines[0..count], policy.codings).codingOrIdentity() };
+}
+
+/// Most `Accept-Encoding` field lines read; a request with more gets identity.
+const accept_encoding_lines_max = 16;
+
+/// Sends the file in `coding`, from the worker's cache or compressed now (and cached). False,
+/// having sent nothing, when the coding does not make it smaller or the request arena cannot
+/// hold the encoder.
+fn sendCompressed(sf: *StaticFiles, state: *WorkerState, req: *Request, res: *Response, entry: *FileCache.Entry, coding: compress.Coding) !bool {
+    const policy = sf.options.compression.?;
+    const key: CompressedCache.Key = .of(entry.stat, coding);
+    const encoded = state.compressed.get(key) orelse encoded: {
+        const size: usize = @intCast(entry.stat.size);
+        assert(size <= sf.options.compress_file_bytes_max);
+        const input = entry.content orelse read: {
+            const buffer = try req.arena.alloc(u8, size);
+            const n = fs.preadAll(entry.fd, buffer, 0) catch return error.ReadFailed;
+            if (n != size) return error.ReadFailed; // the file shrank
+            break :read buffer;
+        };
+        const bound = compress.Encoder.boundBytes(coding, size);
+        const reserved = state.compressed.reserve(bound);
+        const output = reserved orelse try req.arena.alloc(u8, bound);
+        const bytes = compress.Encoder.compressAll(req.arena, policy.encoderOptions(coding, false), input, output) catch |err| switch (err) {
+            error.OutOfMemory => return false,
+            error.LevelOutOfRange, error.WindowOutOfRange => unreachable, // `checkOptions`
+            error.NoSpaceLeft => unreachable, // `boundBytes` suffices
+        };
+        if (bytes.len >= size) return false;
+        break :encoded if (reserved != null) state.compressed.commit(key, bytes.len) else bytes;
+    };
+    try res.header("Content-Encoding", coding.token());
+    // The cache may overwrite its copy once the lock is released: the response owns one.
+    const room = res.body_writer.buffer.len - res.body_writer.end;
+    if (req.method == .HEAD or encoded.len <= room) {
+        try res.writeAll(encoded);
+    } else {
+        res.setBody(try req.arena.dupe(u8, encoded));
+    }
+    return true;
+}
+
+/// Replaces the value of the first field called `name` (which must be there).
+fn setField(res: *Response, name: []const u8, value: []const u8) void {
+    for (res.header_list.items) |*field| if (std.ascii.eqlIgnoreCase(field.name, name)) {
+        field.value = value;
+        return;
+    };
+    unreachable;
 }
 
 /// If-Range (RFC 9110 §13.1.5): honour Range only when the validator still matches.
@@ -808,6 +927,7 @@ test {
     _ = accept_encoding;
     _ = listing;
     _ = FileCache;
+    _ = CompressedCache;
     _ = AccessLog;
 }
 
