@@ -5,6 +5,7 @@ const testing = std.testing;
 const linux = std.os.linux;
 const saker = @import("saker");
 const usable = @import("engines.zig").usable;
+const skipWithout = @import("engines.zig").skipWithout;
 const fixtures = @import("fixtures");
 const arena_example = @import("arena_example");
 const router_example = @import("router_example");
@@ -235,6 +236,52 @@ test "arena: /json/{count}?m=M serialises the first items with their totals" {
             };
         }
     }
+}
+
+test "arena: HttpArena's json-comp checks: br or gzip when asked, decoded by curl; identity when not" {
+    var fixture: ArenaFixture = undefined;
+    try fixture.init();
+    defer fixture.deinit();
+    const items = fixture.app.items;
+    const running = try ArenaServer.startWith(.epoll, .{ .context = &fixture.app }, .{});
+    defer running.stop();
+    const scheme = if (Client.overTls()) "https" else "http";
+    var url_buffer: [96]u8 = undefined;
+    {
+        const url = try std.mem.print(&url_buffer, "{s}://127.0.0.1:{d}/json/50?m=1", .{ scheme, running.port() });
+        const asked = try curl(&.{ "-D-", "-o", "/dev/null", "-H", "Accept-Encoding: gzip, br", url });
+        defer testing.allocator.free(asked);
+        try testing.expect(std.mem.find(u8, asked, "Content-Encoding: br\r\n") != null or std.mem.find(u8, asked, "Content-Encoding: gzip\r\n") != null);
+        try testing.expect(std.mem.find(u8, asked, "Vary: Accept-Encoding\r\n") != null);
+        const plain = try curl(&.{ "-D-", "-o", "/dev/null", url });
+        defer testing.allocator.free(plain);
+        try testing.expect(std.ascii.findIgnoreCase(plain, "content-encoding") == null);
+    }
+    for ([_][2]i64{ .{ 25, 3 }, .{ 40, 7 }, .{ 50, 2 } }) |case| {
+        const url = try std.mem.print(&url_buffer, "{s}://127.0.0.1:{d}/json/{d}?m={d}", .{ scheme, running.port(), case[0], case[1] });
+        const body = try curl(&.{ "--compressed", "-H", "Accept-Encoding: gzip, br", url });
+        defer testing.allocator.free(body);
+        const reply = try std.json.parseFromSlice(JsonReply, testing.allocator, body, .{});
+        defer reply.deinit();
+        try testing.expectEqual(@as(usize, @intCast(case[0])), reply.value.count);
+        for (reply.value.items, items[0..reply.value.items.len]) |got, want| {
+            try testing.expectEqual(want.price * want.quantity * case[1], got.total);
+        }
+    }
+}
+
+/// curl's output for `args` over HTTP/1.1 (and `--insecure` when the suite runs over TLS); the
+/// caller frees it.
+fn curl(args: []const []const u8) ![]u8 {
+    var argv: std.ArrayList([]const u8) = .empty;
+    defer argv.deinit(testing.allocator);
+    // HTTP/1.1 as HttpArena's checks speak it (over TLS curl would choose h2).
+    try argv.appendSlice(testing.allocator, &.{ "curl", "--silent", "--show-error", "--max-time", "30", "--http1.1" });
+    if (Client.overTls()) try argv.append(testing.allocator, "--insecure");
+    try argv.appendSlice(testing.allocator, args);
+    const result = std.process.run(testing.allocator, testing.io, .{ .argv = argv.items }) catch |err| return skipWithout("curl", err);
+    testing.allocator.free(result.stderr);
+    return result.stdout;
 }
 
 test "arena: /upload counts a streamed body, 20 MiB included, without buffering it" {
