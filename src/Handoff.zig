@@ -180,7 +180,12 @@ pub fn fail(h: *Handoff, timed_out: bool) void {
     } else {
         h.client_gone = true;
     }
-    if (h.pendingSend() != null or h.readPending()) h.finish(.failed);
+    // Decided on the published state alone: the other thread fills in the iovecs before it
+    // publishes `.pending`, so they say nothing until then.
+    switch (h.stateNow()) {
+        .pending, .read_pending => h.finish(.failed),
+        .idle, .done, .failed => {},
+    }
 }
 
 fn finish(h: *Handoff, state: State) void {

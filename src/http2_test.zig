@@ -63,6 +63,12 @@ const Handler = struct {
             try res.trailer("x-big", long);
         } else if (std.mem.eql(u8, req.path, "/trailers-only")) {
             try res.trailer("grpc-status", "12");
+        } else if (std.mem.eql(u8, req.path, "/stream")) {
+            // Two chunks (on a handler pool each goes out as it is flushed).
+            try res.writeAll("abc");
+            try res.flush();
+            try res.writeAll("def");
+            try res.flush();
         } else if (std.mem.eql(u8, req.path, "/header")) {
             try res.header("X-Test", "Yes");
             res.status = .created;
@@ -859,4 +865,146 @@ test "http2: a handler pool's finished response goes out before the next handler
     var seen = try parseOutput(output.items);
     defer seen.deinit();
     try testing.expect(seen.get(3).?.ended);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Review (review3): cases that fail on the code as committed.
+
+test "review: a streamed response whose stream the client resets after its first chunk is reported to onDone (not complete)" {
+    var fixture: Fixture = undefined;
+    try fixture.init(.{});
+    defer fixture.deinit();
+    var pool: @import("HandlerPool.zig") = undefined;
+    try pool.start(testing.allocator, .{ .thread_count = 1, .queue_max = 4, .stack_bytes = 1 << 20 });
+    defer _ = pool.stop(1000);
+    fixture.worker.handler_pool = &pool;
+    var c: @import("Connection.zig") = .init(&fixture.worker);
+    defer c.deinit();
+    var output: std.ArrayList(u8) = .empty;
+    defer output.deinit(testing.allocator);
+    var client: Client = undefined;
+    try client.init();
+    defer client.deinit();
+    try client.request(1, "GET", "/stream", true);
+    try feed(&c, client.bytes.items, &output);
+    // The first chunk: HEADERS and DATA "abc" go out; the handler goes on once they are sent.
+    awaitCompletion(&fixture.worker).onPoolEvent();
+    try drainOutput(&c, &output);
+    {
+        var seen = try parseOutput(output.items);
+        defer seen.deinit();
+        try testing.expectEqualStrings("200", seen.get(1).?.status.?);
+        try testing.expectEqualStrings("abc", seen.get(1).?.body.items);
+    }
+    // The client resets the stream: the handler's next chunk fails, and it returns.
+    var reset: Client = .{};
+    defer reset.deinit();
+    try reset.rst(1);
+    try feed(&c, reset.bytes.items, &output);
+    awaitCompletion(&fixture.worker).onPoolEvent(); // the second chunk: refused
+    awaitCompletion(&fixture.worker).onPoolEvent(); // the handler returned
+    try drainOutput(&c, &output);
+    // HEADERS and 3 bytes of DATA went out: onDone must hear of it, not complete.
+    try testing.expectEqual(@as(usize, 1), fixture.handler.done_count);
+    const d = fixture.handler.doneFor("/stream").?;
+    try testing.expectEqual(@as(u16, 200), d.status);
+    try testing.expectEqual(@as(u64, 3), d.body_bytes);
+    try testing.expect(!d.complete);
+}
+
+test "review: a streamed response whose connection closes after its first chunk is reported to onDone (not complete)" {
+    var fixture: Fixture = undefined;
+    try fixture.init(.{});
+    defer fixture.deinit();
+    var pool: @import("HandlerPool.zig") = undefined;
+    try pool.start(testing.allocator, .{ .thread_count = 1, .queue_max = 4, .stack_bytes = 1 << 20 });
+    defer _ = pool.stop(1000);
+    fixture.worker.handler_pool = &pool;
+    var output: std.ArrayList(u8) = .empty;
+    defer output.deinit(testing.allocator);
+    var client: Client = undefined;
+    try client.init();
+    defer client.deinit();
+    try client.request(1, "GET", "/stream", true);
+    {
+        var c: @import("Connection.zig") = .init(&fixture.worker);
+        defer c.deinit();
+        try feed(&c, client.bytes.items, &output);
+        awaitCompletion(&fixture.worker).onPoolEvent();
+        try drainOutput(&c, &output);
+        // The client closes: the handler's next chunk fails, and it returns.
+        _ = c.recvBuffer();
+        c.onRecv(0);
+        awaitCompletion(&fixture.worker).onPoolEvent(); // the second chunk: refused
+        awaitCompletion(&fixture.worker).onPoolEvent(); // the handler returned
+        try testing.expect(c.next() == .close);
+    }
+    try testing.expectEqual(@as(usize, 1), fixture.handler.done_count);
+    const d = fixture.handler.doneFor("/stream").?;
+    try testing.expectEqual(@as(u64, 3), d.body_bytes);
+    try testing.expect(!d.complete);
+}
+
+test "review: a response whose batch never went out (the socket failed) is reported as not complete" {
+    var fixture: Fixture = undefined;
+    try fixture.init(.{});
+    defer fixture.deinit();
+    var client: Client = undefined;
+    try client.init();
+    defer client.deinit();
+    try client.request(1, "GET", "/hello", true);
+    {
+        var c: @import("Connection.zig") = .init(&fixture.worker);
+        defer c.deinit();
+        var rest: []const u8 = client.bytes.items;
+        while (rest.len > 0) {
+            const buffer = c.recvBuffer().?;
+            const n = @min(buffer.len, rest.len);
+            @memcpy(buffer[0..n], rest[0..n]);
+            rest = rest[n..];
+            c.onRecv(n);
+        }
+        // The response is in the batch, not one byte of it sent; the socket fails.
+        try testing.expect(c.next() == .send);
+        c.onError();
+        try testing.expect(c.next() == .close);
+    }
+    try testing.expectEqual(@as(usize, 1), fixture.handler.done_count);
+    try testing.expect(!fixture.handler.doneFor("/hello").?.complete);
+}
+
+test "review: request bodies announced by content-length hold no more than http2_connection_body_bytes_max before they come" {
+    var fixture: Fixture = undefined;
+    const body_max = 1024 * 1024;
+    const connection_max = 64 * 1024;
+    try fixture.init(.{ .body_bytes_max = body_max, .http2_connection_body_bytes_max = connection_max, .arena_request_bytes_max = 2 * body_max });
+    defer fixture.deinit();
+    const budget_before = fixture.budget.remaining.load(.monotonic);
+    var c: @import("Connection.zig") = .init(&fixture.worker);
+    defer c.deinit();
+    var output: std.ArrayList(u8) = .empty;
+    defer output.deinit(testing.allocator);
+    var client: Client = undefined;
+    try client.init();
+    defer client.deinit();
+    // Eight POSTs that each announce 1 MiB and send not one byte of it.
+    var id: u31 = 1;
+    while (id < 16) : (id += 2) {
+        var out: [512]u8 = undefined;
+        const n = try client.block(&out, &.{
+            .{ .name = ":method", .value = "POST" },
+            .{ .name = ":scheme", .value = "http" },
+            .{ .name = ":authority", .value = "example.com" },
+            .{ .name = ":path", .value = "/echo" },
+            .{ .name = "content-length", .value = "1048576" },
+        });
+        try client.raw(.{ .length = @intCast(n), .type = .headers, .flags = frame.Flags.end_headers, .stream_id = id }, out[0..n]);
+    }
+    try feed(&c, client.bytes.items, &output);
+    const taken = budget_before - fixture.budget.remaining.load(.monotonic);
+    // Nothing came, yet the connection holds 8 MiB of the server's heap budget.
+    testing.expect(taken <= connection_max) catch |err| {
+        std.debug.print("heap budget taken by 8 empty announced bodies: {d} bytes (connection limit {d})\n", .{ taken, connection_max });
+        return err;
+    };
 }

@@ -341,7 +341,9 @@ test "a pulled body over h2c beyond streamed_body_bytes_max is answered 413; the
         defer running.stop();
         var client = try Client.connectPlain(running.plainPort(), 10_000);
         defer client.close();
-        var reader: Reader = .{ .client = &client };
+        // The 413 may go out before the whole body has come: then RST_STREAM NO_ERROR refuses
+        // the rest after it (RFC 9113 §8.1).
+        var reader: Reader = .{ .client = &client, .resets_ok = true };
         defer reader.deinit();
         var frames: Frames = undefined;
         try frames.init(&.{});
@@ -367,6 +369,8 @@ test "a pulled body over h2c beyond streamed_body_bytes_max is answered 413; the
             }
         }.f);
         try testing.expectEqualStrings("/loop/after over HTTP/2.0", reader.data[3].items);
+        if (reader.resets[1]) |code| try testing.expectEqual(frame.ErrorCode.no_error, code);
+        try testing.expect(reader.resets[3] == null);
     }
 }
 
@@ -378,6 +382,9 @@ const Reader = struct {
     data: [16]std.ArrayList(u8) = @splat(.empty),
     ended: [16]bool = @splat(false),
     ping_acks: usize = 0,
+    /// RST_STREAM from the server is recorded (`resets`) rather than an error.
+    resets_ok: bool = false,
+    resets: [16]?frame.ErrorCode = @splat(null),
 
     fn deinit(r: *Reader) void {
         r.bytes.deinit(testing.allocator);
@@ -406,7 +413,10 @@ const Reader = struct {
                             .headers => if (h.has(frame.Flags.end_stream)) {
                                 r.ended[h.stream_id] = true;
                             },
-                            .rst_stream => return error.StreamReset,
+                            .rst_stream => {
+                                if (!r.resets_ok) return error.StreamReset;
+                                r.resets[h.stream_id] = frame.rstCode(f.frame.payload);
+                            },
                             .goaway => return error.GoAway,
                             .ping => r.ping_acks += 1,
                             else => {},
@@ -874,5 +884,109 @@ test "saker serve over h2c: Range, a conditional GET, HEAD, a precompressed vari
         defer freeResult(result);
         try testing.expect(std.mem.find(u8, result.stdout, "a.txt") != null);
         try testing.expect(std.mem.find(u8, result.stdout, "page.html") != null);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Review (review3): cases that fail on the code as committed.
+
+fn pauseMs(ms: u64) void {
+    var pause: std.os.linux.timespec = .{ .sec = @intCast(ms / 1000), .nsec = @intCast((ms % 1000) * std.time.ns_per_ms) };
+    _ = std.os.linux.nanosleep(&pause, null);
+}
+
+const PullEnd = enum { client_reset, window_overrun };
+
+/// A pool handler pulls stream 1's body and waits for more; `how` then ends the stream; a
+/// request for the pool on stream 3 must be served once that handler has returned.
+fn pulledStreamEnds(how: PullEnd) !void {
+    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        // A frame size above the stream window lets one DATA frame overrun it.
+        const running = try RunningOf(StreamApp).start(kind, .{ .handler_threads = 2, .http2_stream_window_bytes = 65535, .http2_frame_bytes_max = 128 * 1024 });
+        defer running.stop();
+        var client = try Client.connectPlain(running.plainPort(), 10_000);
+        defer client.close(); // (the server then ends the stuck handler's wait)
+        var reader: Reader = .{ .client = &client, .resets_ok = true };
+        defer reader.deinit();
+        var frames: Frames = undefined;
+        try frames.init(&.{});
+        defer frames.deinit();
+        try frames.post(1, "/upload");
+        const piece: [1024]u8 = @splat('p');
+        try frames.data(1, &piece, false);
+        try client.send(frames.bytes.items);
+        // The handler reads the KiB, then waits for more.
+        pauseMs(300);
+        frames.bytes.items.len = 0;
+        switch (how) {
+            // The client gives up on the upload.
+            .client_reset => try frames.rst(1),
+            // The client sends more than the window: FLOW_CONTROL_ERROR on the stream.
+            .window_overrun => {
+                const big = try testing.allocator.alloc(u8, 70_000);
+                defer testing.allocator.free(big);
+                @memset(big, 'o');
+                try frames.data(1, big, false);
+            },
+        }
+        // A request that needs the pool: it runs once the upload's handler has returned.
+        try frames.get(3, "/pooled");
+        try client.send(frames.bytes.items);
+        try reader.until(struct {
+            fn f(r: *const Reader) bool {
+                return r.ended[3];
+            }
+        }.f);
+        try testing.expectEqualStrings("/pooled over HTTP/2.0", reader.data[3].items);
+        if (how == .window_overrun) try testing.expectEqual(frame.ErrorCode.flow_control_error, reader.resets[1].?);
+    }
+}
+
+test "review: a pulled body's stream the client resets while its handler waits for a read ends that wait" {
+    try pulledStreamEnds(.client_reset);
+}
+
+test "review: a pulled body's stream reset for DATA beyond its window while its handler waits for a read ends that wait" {
+    try pulledStreamEnds(.window_overrun);
+}
+
+test "review: a pulled body deferred behind a streaming pool handler and answered 408 leaks nothing" {
+    for (usable(&[_]saker.engine.Kind{.epoll})) |kind| {
+        events_release.store(false, .release);
+        events_outcome.store(0, .release);
+        const running = try RunningOf(StreamApp).start(kind, .{ .handler_threads = 2, .body_timeout_ms = 300 });
+        defer running.stop();
+        defer events_release.store(true, .release);
+        var client = try Client.connectPlain(running.plainPort(), 10_000);
+        defer client.close();
+        var reader: Reader = .{ .client = &client, .resets_ok = true };
+        defer reader.deinit();
+        var frames: Frames = undefined;
+        try frames.init(&.{});
+        defer frames.deinit();
+        // Stream 1 streams events from the pool; stream 3's upload waits for the pool meanwhile,
+        // its first KiB buffered, the rest never sent.
+        try frames.get(1, "/events");
+        try client.send(frames.bytes.items);
+        try reader.until(firstEventSeen);
+        frames.bytes.items.len = 0;
+        try frames.post(3, "/upload");
+        const piece: [1024]u8 = @splat('q');
+        try frames.data(3, &piece, false);
+        try client.send(frames.bytes.items);
+        try reader.until(struct {
+            fn f(r: *const Reader) bool {
+                return r.ended[3];
+            }
+        }.f);
+        try testing.expect(std.mem.startsWith(u8, reader.data[3].items, "408 "));
+        events_release.store(true, .release);
+        try reader.until(struct {
+            fn f(r: *const Reader) bool {
+                return r.ended[1];
+            }
+        }.f);
+        // `running.stop()` (deferred) checks that the worker gave back what it took.
     }
 }

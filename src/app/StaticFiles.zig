@@ -330,6 +330,13 @@ fn cacheEntriesFor(options: Options) u32 {
 pub fn handle(sf: *StaticFiles, req: *Request, res: *Response) !void {
     const index = req.worker_index % @as(u32, @intCast(sf.states.len));
     const state = &sf.states[index];
+    // Nothing streams while the worker's state is held: a streamed chunk waits for the
+    // engine's loop, which may itself wait for this mutex (another request, `onDone`,
+    // `onTick`). Listings larger than the buffer grow in the arena instead; files go out as
+    // files.
+    const stream = res.stream;
+    res.stream = null;
+    defer res.stream = stream;
     state.mutex.lock();
     defer state.mutex.unlock();
     defer state.cache.releaseScratch();

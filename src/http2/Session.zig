@@ -127,6 +127,14 @@ const Stream = struct {
     deferred: bool = false,
     /// Bytes of `body` the pool handler has read (`.pull`).
     body_read: usize = 0,
+    /// Bytes this stream counts in `State.body_bytes`: what its buffer holds, or the whole
+    /// declared length once it was taken at once.
+    body_counted: u64 = 0,
+    /// `body` comes from the worker's allocator (a pulled body), not the stream's arena.
+    body_from_gpa: bool = false,
+    /// The last frame of the response is in a batch: the response is complete once that
+    /// batch is out (`batchSent`).
+    ended_whole: bool = false,
     /// Why the pulled body can no longer be read (told to the handler at its next read).
     pull_failure: ?Request.BodyReadFailure = null,
 
@@ -355,9 +363,9 @@ pub fn deinit(s: *Session) void {
 /// Gives back a stream's exchange and its file, whatever state it is in.
 fn dropStream(s: *Session, st: *Stream) void {
     const state = s.state.?;
-    state.body_bytes -= st.body.items.len;
+    state.body_bytes -= st.body_counted;
     // A pulled body's buffer is the worker's (its arena is the pool thread's meanwhile).
-    if (st.body_mode == .pull) st.body.deinit(state.worker_gpa);
+    if (st.body_from_gpa) st.body.deinit(state.worker_gpa);
     if (st.file) |f| f.done();
     st.file = null;
     const x = st.x;
@@ -534,6 +542,9 @@ fn chunkArrived(s: *Session) void {
     if (!st.streaming) {
         st.streaming = true;
         st.send = .headers;
+        // From its head on, the response is reported to `onDone` however it ends.
+        st.x.done.active = s.worker().dispatch.on_done != null;
+        st.x.done.status = st.x.response.status;
     } else {
         st.send = .body;
         s.nextChunkPiece(st);
@@ -611,6 +622,7 @@ fn serveRead(s: *Session, st: *Stream) void {
     assert(st.body_mode == .pull and st.id == state.pool_stream);
     const h = &st.x.handoff;
     if (!h.readPending()) return;
+    if (st.finished) return h.fail(false); // reset: the body will not come
     if (st.pull_failure) |failure| {
         st.x.body_reader.stream.failure = failure;
         return h.fail(false);
@@ -628,6 +640,7 @@ fn serveRead(s: *Session, st: *Stream) void {
         const left = st.body.items.len - st.body_read;
         std.mem.copyForwards(u8, st.body.items[0..left], st.body.items[st.body_read..]);
         state.body_bytes -= st.body_read;
+        st.body_counted -= st.body_read;
         st.body.items.len = left;
         st.body_read = 0;
     }
@@ -781,6 +794,7 @@ fn batchSent(s: *Session) void {
         const st = &state.streams[i];
         // The pool handler's stream stays while the handler runs (it owns the exchange).
         if (st.finished and st.id != state.pool_stream) {
+            if (st.ended_whole) st.x.done.complete = true;
             s.removeStream(i);
             continue;
         }
@@ -1148,14 +1162,16 @@ fn bodyBytes(s: *Session, st: *Stream, bytes: []const u8) void {
     st.received += bytes.len;
     st.progress_ms = s.worker().now_ms;
     if (st.body_mode == .pull) {
-        // The handler reads on, whatever it has sent (a response may stream meanwhile).
-        if (st.pull_failure != null) return;
+        // The handler reads on, whatever it has sent (a response may stream meanwhile); a
+        // stream reset meanwhile takes nothing more.
+        if (st.pull_failure != null or st.finished) return;
         if (st.received > config.streamed_body_bytes_max) {
             st.pull_failure = .too_large;
         } else if (state.body_bytes + bytes.len > config.http2_connection_body_bytes_max) {
             st.pull_failure = .client_gone; // the connection holds too much: this one stops
         } else if (st.body.appendSlice(state.worker_gpa, bytes)) |_| {
             state.body_bytes += bytes.len;
+            st.body_counted += bytes.len;
         } else |_| st.pull_failure = .client_gone;
         if (st.id == state.pool_stream) s.serveRead(st);
         return;
@@ -1165,11 +1181,14 @@ fn bodyBytes(s: *Session, st: *Stream, bytes: []const u8) void {
         .discard => {},
         .buffer => {
             if (st.received > config.body_bytes_max) return s.answer(st, .content_too_large, "request body too large");
-            if (state.body_bytes + bytes.len > config.http2_connection_body_bytes_max)
+            // Counted as it comes, unless the declared length was counted at once.
+            const uncounted = (st.body.items.len + bytes.len) -| st.body_counted;
+            if (state.body_bytes + uncounted > config.http2_connection_body_bytes_max)
                 return s.answer(st, .service_unavailable, "too many request body bytes buffered on this connection");
             st.body.appendSlice(st.x.arena.allocator(), bytes) catch
                 return s.answer(st, .service_unavailable, "server out of memory for request bodies");
-            state.body_bytes += bytes.len;
+            state.body_bytes += uncounted;
+            st.body_counted += uncounted;
         },
         .pull => unreachable, // above
         .stream => {
@@ -1306,12 +1325,18 @@ fn headerBlock(s: *Session, id: u31, end_stream: bool, block: []const u8) void {
                     if (action == .skip) return s.dispatch(st);
                 }
                 if (st.body_mode == .buffer) if (x.request.content_length) |length| {
-                    // A declared length is taken whole at once: growing the buffer in the
-                    // arena as DATA comes would hold about three times the body.
+                    // A declared length is taken whole at once (growing the buffer in the
+                    // arena as DATA comes would hold about three times the body), and counts
+                    // against the connection's bound from now on.
                     if (length > w.config.body_bytes_max) return s.answer(st, .content_too_large, "request body too large");
+                    if (state.body_bytes + length > w.config.http2_connection_body_bytes_max)
+                        return s.answer(st, .service_unavailable, "too many request body bytes buffered on this connection");
                     st.body.ensureTotalCapacityPrecise(x.arena.allocator(), @intCast(length)) catch
                         return s.answer(st, .service_unavailable, "server out of memory for request bodies");
+                    state.body_bytes += length;
+                    st.body_counted = length;
                 };
+                if (st.body_mode == .pull) st.body_from_gpa = true;
                 if (head.expect_continue) st.continue_pending = true;
                 s.deadlines().read_ms = w.now_ms + w.config.body_timeout_ms;
                 if (st.continue_pending) st.send = .headers; // the 100 goes out first
@@ -1447,7 +1472,8 @@ fn handlerReturned(s: *Session, st: *Stream, result: anyerror!void) void {
     if (st.body_mode == .pull) {
         // What the handler left unread is dropped (and the rest refused after the response).
         const state = s.state.?;
-        state.body_bytes -= st.body.items.len;
+        state.body_bytes -= st.body_counted;
+        st.body_counted = 0;
         st.body.clearAndFree(state.worker_gpa);
         st.body_read = 0;
         st.body_mode = .discard;
@@ -1595,6 +1621,8 @@ fn forget(s: *Session, index: u32) void {
                 st.x.handoff.fail(false);
             }
         }
+        // A read it waits on ends too (the body will not come).
+        if (st.body_mode == .pull and st.x.handoff.readPending()) st.x.handoff.fail(false);
         st.finished = true;
         st.send = .done;
         st.body_left = "";
@@ -1786,7 +1814,8 @@ fn writeHeaders(s: *Session, st: *Stream) bool {
         @memcpy(out[frame.header_len..][0..n], block[0..n]);
         x.appendIovec(out);
         st.continue_pending = false;
-        st.send = .waiting;
+        // A streamed head (a pool handler's first chunk) may wait behind the 100.
+        st.send = if (st.chunk_pending) .headers else .waiting;
         return true;
     }
     const res = &st.x.response;
@@ -1929,7 +1958,7 @@ fn writeTrailers(s: *Session, st: *Stream) bool {
 fn responseDone(s: *Session, st: *Stream) void {
     st.send = .done;
     st.finished = true;
-    st.x.done.complete = true;
+    st.ended_whole = true; // complete once its batch is out (`batchSent`)
     // A response given before the whole request came: the rest of it is not wanted. (Behind
     // a file's last frame nothing may follow in the batch: the client then learns it from
     // the STREAM_CLOSED its next DATA gets.)
