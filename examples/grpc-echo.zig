@@ -12,7 +12,7 @@
 //! `Repeat` runs on the handler pool (`mayBlock`), so each reply leaves as it is written, its
 //! own gRPC message in its own DATA frames; `Say` runs on the connection's thread.
 //! Usage: grpc-echo [--host H] [--port N] [--workers N] [--engine E] [--tls-cert F --tls-key F]
-//! Try: grpcurl -plaintext -d '{"text":"hi"}' -proto echo.proto 127.0.0.1:8080 echo.Echo/Say
+//! Try: grpcurl -plaintext -proto tests/grpc/echo.proto -d '{"text":"hi"}' 127.0.0.1:8080 echo.Echo/Say
 const std = @import("std");
 const saker = @import("saker");
 

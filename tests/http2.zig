@@ -1,7 +1,8 @@
 //! HTTP/2 as real clients see it, on every engine, h2c (prior knowledge, on the port that
-//! serves HTTP/1.1) and h2 over TLS (ALPN): curl, h2load, h2spec; and attacks mounted with raw
-//! frames over a socket (Rapid Reset, a zero-window slow read). The frame-level cases are in
-//! src/http2_test.zig on the simulated engine.
+//! serves HTTP/1.1) and h2 over TLS (ALPN): curl, h2load, h2spec; gRPC clients (grpcio,
+//! grpcurl, ghz) against examples/grpc-echo; and attacks mounted with raw frames over a socket
+//! (Rapid Reset, a zero-window slow read). The frame-level cases are in src/http2_test.zig on
+//! the simulated engine.
 const std = @import("std");
 const testing = std.testing;
 const saker = @import("saker");
@@ -555,15 +556,16 @@ test "a streaming handler on the pool learns of a reset stream, a closed connect
     }
 }
 
-/// h2spec from tests/tools' install, from Go's default bin folder, or from PATH.
-fn h2spec(buffer: []u8) ![]const u8 {
-    const installed = ".tools/bin/h2spec";
+/// A Go tool (h2spec, grpcurl, ghz) from tests/tools' build in .tools/bin, from Go's default
+/// bin folder, or from PATH. The path is in `buffer` or static.
+fn goTool(comptime name: []const u8, buffer: []u8) ![]const u8 {
+    const installed = ".tools/bin/" ++ name;
     if (std.Io.Dir.cwd().access(testing.io, installed, .{})) |_| return installed else |_| {}
     if (std.c.getenv("HOME")) |home| {
-        const path = try std.mem.print(buffer, "{s}/go/bin/h2spec", .{std.mem.span(home)});
+        const path = try std.mem.print(buffer, "{s}/go/bin/" ++ name, .{std.mem.span(home)});
         if (std.Io.Dir.cwd().access(testing.io, path, .{})) |_| return path else |_| {}
     }
-    return "h2spec";
+    return name;
 }
 
 test "h2spec: every case passes over TLS and over h2c (an h2c-only port); on a port that serves HTTP/1.1 too, all but the invalid preface" {
@@ -573,7 +575,7 @@ test "h2spec: every case passes over TLS and over h2c (an h2c-only port); on a p
         const h2c_only = try Running.start(kind, .{ .h2c_only = true });
         defer h2c_only.stop();
         var path_buffer: [std.fs.max_path_bytes]u8 = undefined;
-        const tool = try h2spec(&path_buffer);
+        const tool = try goTool("h2spec", &path_buffer);
         var a: [8]u8 = undefined;
         var b: [8]u8 = undefined;
         for ([_]struct { port: u16, tls: bool }{ .{ .port = running.tlsPort(), .tls = true }, .{ .port = h2c_only.plainPort(), .tls = false } }) |target| {
@@ -835,6 +837,101 @@ test "examples/router over h2c with curl: parameters, a cookie, JSON, CORS, mult
                 return err;
             };
         }
+    }
+}
+
+test "gRPC: grpcurl calls examples/grpc-echo with tests/grpc/echo.proto: unary Say, server-streaming Repeat, UNIMPLEMENTED" {
+    var path_buffer: [std.fs.max_path_bytes]u8 = undefined;
+    const tool = try goTool("grpcurl", &path_buffer);
+    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
+        var process: Process = undefined;
+        try process.start(&.{ build_options.grpc_echo_exe, "--port", "0", "--engine", @tagName(kind), "--workers", "1" });
+        defer process.stop();
+        var target_buffer: [32]u8 = undefined;
+        const target = try std.mem.print(&target_buffer, "127.0.0.1:{s}", .{process.port});
+        // -emit-defaults: replies with index 0 show it (JSON output would leave it out).
+        const common = [_][]const u8{ "-plaintext", "-max-time", "10", "-emit-defaults", "-import-path", "tests/grpc" };
+        {
+            const result = run(&(.{tool} ++ common ++ .{ "-proto", "echo.proto", "-d", "{\"text\":\"hello over h2c\"}", target, "echo.Echo/Say" })) catch |err|
+                return skipWithout("grpcurl", err);
+            defer freeResult(result);
+            testing.expectEqualStrings("{\n  \"text\": \"hello over h2c\",\n  \"index\": 0\n}\n", result.stdout) catch |err| {
+                std.debug.print("grpcurl: {s}\n", .{result.stderr});
+                return err;
+            };
+        }
+        {
+            const result = try run(&(.{tool} ++ common ++ .{ "-proto", "echo.proto", "-d", "{\"text\":\"tick\",\"count\":3}", target, "echo.Echo/Repeat" }));
+            defer freeResult(result);
+            testing.expectEqualStrings(
+                "{\n  \"text\": \"tick\",\n  \"index\": 0\n}\n" ++
+                    "{\n  \"text\": \"tick\",\n  \"index\": 1\n}\n" ++
+                    "{\n  \"text\": \"tick\",\n  \"index\": 2\n}\n",
+                result.stdout,
+            ) catch |err| {
+                std.debug.print("grpcurl: {s}\n", .{result.stderr});
+                return err;
+            };
+        }
+        {
+            // grpcurl sends only methods its -proto has: unimplemented.proto adds Missing.
+            const result = try run(&(.{tool} ++ common ++ .{ "-format-error", "-proto", "unimplemented.proto", "-d", "{}", target, "echo.Echo/Missing" }));
+            defer freeResult(result);
+            // grpcurl exits with 64 + the status code: UNIMPLEMENTED is 12.
+            testing.expect(result.term == .exited and result.term.exited == 64 + 12 and
+                std.mem.find(u8, result.stderr, "\"code\": 12,\n  \"message\": \"no such method\"") != null) catch |err| {
+                std.debug.print("grpcurl: {any}\n{s}{s}\n", .{ result.term, result.stdout, result.stderr });
+                return err;
+            };
+        }
+    }
+}
+
+/// What tests read from ghz's JSON report (`-O json`).
+const GhzReport = struct {
+    count: u64,
+    rps: f64,
+    errorDistribution: ?std.json.ArrayHashMap(u64) = null,
+    statusCodeDistribution: std.json.ArrayHashMap(u64),
+};
+
+/// A ghz run: `calls` calls of `method` with `data` (JSON), `concurrency` at a time.
+const GhzLoad = struct { method: []const u8, data: []const u8, calls: []const u8, concurrency: []const u8 };
+
+/// ghz runs `load` on one connection to 127.0.0.1:`port`: every call answers OK.
+fn ghzClean(port: []const u8, load: GhzLoad) !void {
+    var path_buffer: [std.fs.max_path_bytes]u8 = undefined;
+    const tool = try goTool("ghz", &path_buffer);
+    var target_buffer: [32]u8 = undefined;
+    const target = try std.mem.print(&target_buffer, "127.0.0.1:{s}", .{port});
+    const result = run(&.{ tool, "--insecure", "--proto", "tests/grpc/echo.proto", "--call", load.method, "-d", load.data, "-n", load.calls, "-c", load.concurrency, "--timeout", "10s", "-O", "json", target }) catch |err|
+        return skipWithout("ghz", err);
+    defer freeResult(result);
+    const parsed = std.json.parseFromSlice(GhzReport, testing.allocator, result.stdout, .{ .ignore_unknown_fields = true }) catch |err| {
+        std.debug.print("ghz: {any}\n{s}\n", .{ result.term, result.stderr });
+        return err;
+    };
+    defer parsed.deinit();
+    const report = parsed.value;
+    const expected = try std.fmt.parseInt(u64, load.calls, 10);
+    const errors = if (report.errorDistribution) |d| d.map.count() else 0;
+    const statuses = report.statusCodeDistribution.map;
+    testing.expect(report.count == expected and errors == 0 and statuses.count() == 1 and
+        statuses.get("OK") == expected) catch |err| {
+        std.debug.print("ghz {s}: {d} calls, {d} kinds of error, statuses:", .{ load.method, report.count, errors });
+        for (statuses.keys(), statuses.values()) |status, n| std.debug.print(" {s} {d}", .{ status, n });
+        std.debug.print("\n{s}\n", .{result.stderr});
+        return err;
+    };
+}
+
+test "gRPC: ghz puts examples/grpc-echo under load: 2000 unary Say calls and 500 server-streaming Repeat calls, every one OK" {
+    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
+        var process: Process = undefined;
+        try process.start(&.{ build_options.grpc_echo_exe, "--port", "0", "--engine", @tagName(kind) });
+        defer process.stop();
+        try ghzClean(process.port, .{ .method = "echo.Echo/Say", .data = "{\"text\":\"hi\"}", .calls = "2000", .concurrency = "20" });
+        try ghzClean(process.port, .{ .method = "echo.Echo/Repeat", .data = "{\"text\":\"hi\",\"count\":10}", .calls = "500", .concurrency = "10" });
     }
 }
 
