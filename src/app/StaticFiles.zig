@@ -729,7 +729,7 @@ fn sendCompressed(sf: *StaticFiles, state: *WorkerState, req: *Request, res: *Re
         const bound = compress.Encoder.boundBytes(coding, size);
         const reserved = state.compressed.reserve(bound);
         const output = reserved orelse try req.arena.alloc(u8, bound);
-        const bytes = compress.Encoder.compressAll(req.arena, policy.encoderOptions(coding, false), input, output) catch |err| switch (err) {
+        const bytes = compress.Encoder.compressAll(req.arena, policy.wholeOptions(coding, input.len), input, output) catch |err| switch (err) {
             error.OutOfMemory => return false,
             error.LevelOutOfRange, error.WindowOutOfRange => unreachable, // `checkOptions`
             error.NoSpaceLeft => unreachable, // `boundBytes` suffices

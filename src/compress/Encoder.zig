@@ -77,6 +77,23 @@ pub fn levels(coding: Coding) LevelRange {
     };
 }
 
+/// The smallest window of `coding` that covers `len` bytes, or null when its default window
+/// is no larger: a whole body needs no window beyond its own length, and a smaller one is
+/// cheaper to set up (zlib's hash tables, zstd's and brotli's match finders).
+pub fn windowLogFor(coding: Coding, len: usize) ?u5 {
+    const range = windowLogs(coding);
+    const fit: u5 = @intCast(@min(range.max, @max(range.min, std.math.log2_int_ceil(usize, @max(len, 1)))));
+    return if (fit < defaultWindowLog(coding)) fit else null;
+}
+
+test windowLogFor {
+    try std.testing.expectEqual(@as(?u5, 13), windowLogFor(.gzip, 8000));
+    try std.testing.expectEqual(@as(?u5, 9), windowLogFor(.gzip, 10));
+    try std.testing.expectEqual(@as(?u5, null), windowLogFor(.gzip, 1 << 20));
+    try std.testing.expectEqual(@as(?u5, 10), windowLogFor(.zstd, 100));
+    try std.testing.expectEqual(@as(?u5, null), windowLogFor(.br, 1 << 22));
+}
+
 /// The window range of a coding, both ends included (see `Options.window_log`).
 pub fn windowLogs(coding: Coding) struct { min: u5, max: u5 } {
     return switch (coding) {
@@ -211,7 +228,9 @@ fn initGzip(stream: *c.z_stream, memory: *Memory, level: u8, window_bits: u5) In
         level,
         c.Z_DEFLATED,
         @as(c_int, window_bits) + c.gzip_window_bits_offset,
-        gzip_mem_level,
+        // A smaller window gets a hash table to match (zlib's sizes: window 2^bits, hash
+        // 2^(memLevel+7) entries): its setup is paid by every response.
+        @min(gzip_mem_level, @max(1, @as(c_int, window_bits) - 7)),
         c.Z_DEFAULT_STRATEGY,
         c.ZLIB_VERSION,
         @sizeOf(c.z_stream),

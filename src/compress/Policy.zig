@@ -102,6 +102,13 @@ pub fn encoderOptions(policy: Policy, coding: Coding, streamed: bool) Encoder.Op
     };
 }
 
+/// Options for a whole body of `len` bytes: a window no larger than the body needs.
+pub fn wholeOptions(policy: Policy, coding: Coding, len: usize) Encoder.Options {
+    var options = policy.encoderOptions(coding, false);
+    options.window_log = Encoder.windowLogFor(coding, len);
+    return options;
+}
+
 /// Parses a `--compress` value: `off`, or a comma-separated list of `zstd`, `br`, `gzip`
 /// (optionally `CODING:LEVEL`, e.g. `br:4`) into `policy`. Null for anything else; `policy`
 /// is then unchanged.

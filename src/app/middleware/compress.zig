@@ -264,7 +264,7 @@ pub fn compressWhole(req: *const Request, res: *Response, policy: *const Policy)
         }
     };
     const output = res.arena.alloc(u8, Encoder.boundBytes(coding, input.len)) catch return error.OutOfMemory;
-    const encoded = Encoder.compressAll(res.arena, policy.encoderOptions(coding, false), input, output) catch |err| switch (err) {
+    const encoded = Encoder.compressAll(res.arena, policy.wholeOptions(coding, input.len), input, output) catch |err| switch (err) {
         // The arena is bounded (`arena_request_bytes_max`): the body goes out as it is.
         error.OutOfMemory => return,
         error.LevelOutOfRange, error.WindowOutOfRange => unreachable, // `validate` checked them
