@@ -35,7 +35,8 @@ upgrade: ?[]const u8,
 connection_upgrade: bool,
 /// The body's declared length, if it was sent with a non-zero Content-Length.
 content_length: ?u64,
-/// Whether the body was sent chunked.
+/// Whether a body follows whose length was not declared: sent chunked over HTTP/1.1, in DATA
+/// frames without content-length over HTTP/2.
 chunked: bool,
 /// The whole body, decoded.
 body_bytes: []const u8,

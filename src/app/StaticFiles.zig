@@ -692,8 +692,11 @@ fn onTheFly(sf: *const StaticFiles, state: *const WorkerState, req: *const Reque
     // A file the worker's share of the cache cannot hold would be compressed on every
     // request, on the worker's thread: it goes out as it is. With no cache at all
     // (`compress_cache_bytes_max` 0) every request compresses, as asked.
+    // The ring reserves the encoder's bound for the output, a little over the file's size.
     const ring = state.compressed.memory.len;
-    if (ring > 0 and size > ring) return .{};
+    var bound: u64 = 0;
+    for ([_]compress.Coding{ .zstd, .br, .gzip }) |coding| bound = @max(bound, compress.Encoder.boundBytes(coding, @intCast(size)));
+    if (ring > 0 and bound > ring) return .{};
     if (!policy.compressible(mime.forName(relative))) return .{};
     // A range is of the identity bytes, so its offsets mean what the client thinks.
     if (req.method == .GET and req.header("Range") != null) return .{ .eligible = true };

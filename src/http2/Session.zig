@@ -1392,6 +1392,8 @@ fn prepare(s: *Session, st: *Stream, head: *const http.RequestHead) void {
     x.request.tls_session = s.connection().transport.facts();
     x.request.server_draining = @atomicLoad(bool, &w.draining, .monotonic);
     x.request.keep_alive = true;
+    // A body follows whose length was not declared: what `chunked` says over HTTP/1.1.
+    x.request.chunked = !st.remote_closed and x.request.content_length == null;
     if (x.response_ready) {
         x.response.reset(.{ .body_buffer = x.out, .discard_body = head.method == .HEAD, .stream = null });
     } else {

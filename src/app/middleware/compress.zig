@@ -78,17 +78,26 @@ pub const Job = struct {
     /// The streamed response's encoder, once a coding is chosen.
     encoder: ?*Encoder = null,
     output: []u8 = &.{},
+    /// A streamed chunk failed (the client went away, or memory ran out) with the encoder
+    /// part-way through a flush: it takes nothing more, and the stream ends there.
+    broken: bool = false,
 
     /// Encodes what is left and puts the connection's stream back: the last streamed chunk
     /// and the encoder's end, or the whole body. `error.OutOfMemory` when the arena cannot
     /// hold an encoded stream's state (a whole body is sent as it is instead).
     pub fn end(job: *Job) Response.Error!void {
         const res = job.res;
-        if (res.streaming and job.inner != null) {
+        // A stream that began (its coding decided at the first chunk, whether or not its head
+        // went out) ends as a stream; anything else is a whole body.
+        if (job.decided and job.inner != null) {
+            defer job.dropEncoder();
+            if (job.broken) {
+                res.stream = job.inner;
+                return res.failure orelse error.ClientGone;
+            }
             try res.flush(); // through `sendChunk` below: the rest of the body, encoded
             res.stream = job.inner;
-            if (job.encoder == null) return;
-            defer job.dropEncoder();
+            if (job.encoder == null or job.broken) return res.failure orelse {};
             return job.drain(.finish);
         }
         res.stream = job.inner;
@@ -120,11 +129,13 @@ pub const Job = struct {
             };
         }
         if (job.encoder == null) return inner.sendChunk(inner.context, res, parts);
+        if (job.broken) return error.ClientGone;
         for (parts) |part| job.encode(part) catch |err| return job.failed(err);
         job.drain(.flush) catch |err| return job.failed(err);
     }
 
     fn failed(job: *Job, err: Response.Error) error{ClientGone} {
+        job.broken = true;
         if (job.res.failure == null) job.res.failure = err;
         return error.ClientGone;
     }
@@ -252,7 +263,9 @@ pub fn compressWhole(req: *const Request, res: *Response, policy: *const Policy)
     if (res.discard_body) return;
     assert(input.len == res.contentLength());
     const coding = chooseCoding(req, policy) orelse return;
-    if (etagField(res)) |field| if (req.header("If-None-Match")) |wanted| {
+    // RFC 9110 §13.1.2: If-None-Match answers 304 to GET and HEAD only.
+    const conditional = req.method == .GET or req.method == .HEAD;
+    if (etagField(res)) |field| if (req.header("If-None-Match")) |wanted| if (conditional) {
         const tag = (try Policy.encodedTag(res.arena, field.value, coding)) orelse field.value;
         const opaque_tag = if (std.mem.startsWith(u8, tag, "W/")) tag[2..] else tag;
         if (opaque_tag.len >= 2 and opaque_tag[0] == '"' and etag.listMatches(wanted, opaque_tag, .weak)) {
@@ -487,4 +500,94 @@ test "Compress: a middleware of a Router" {
     const decoded = try decode.decode(std.testing.allocator, .gzip, call.response.body.bytes);
     defer std.testing.allocator.free(decoded.bytes);
     try std.testing.expectEqualStrings(text_body, decoded.bytes);
+}
+
+test "compression: a client gone in the middle of a multi-part flush, then the handler returns normally" {
+    // review4: a streamed chunk whose flush needs more than `stream_output_bytes` of output
+    // (40 KiB that do not compress) reaches `hand` while the encoder is `.flushing`; the
+    // client is gone, so `drain(.flush)` stops there. A handler that swallows
+    // `error.ClientGone` (`res.flush() catch {}`, an SSE loop that `catch return`s) then
+    // returns; `end` flushes the unsent bytes again (`Encoder.write` asserts `.open`) or
+    // finishes (`Encoder.finish` asserts `.open` or `.finishing`): an assertion failure.
+    const gpa = std.testing.allocator;
+    const GoneSink = struct {
+        fn sendChunk(context: *anyopaque, res: *Response, parts: []const []const u8) error{ClientGone}!void {
+            _ = context;
+            _ = parts;
+            res.streaming = true; // the head went out, then the peer closed
+            return error.ClientGone;
+        }
+    };
+    for ([_]Coding{ .zstd, .br, .gzip }) |coding| {
+        var arena_state: std.heap.ArenaAllocator = .init(gpa);
+        defer arena_state.deinit();
+        var call: HandlerCall = undefined;
+        const headers = [_]http.Header{.{ .name = "Accept-Encoding", .value = coding.token() }};
+        call.init(.{ .headers = &headers, .arena = arena_state.allocator() });
+        const res = &call.response;
+        var dummy: u8 = 0;
+        res.stream = .{ .context = &dummy, .sendChunk = GoneSink.sendChunk };
+        const policy: Policy = .{};
+        const job = try begin(&call.request, res, &policy);
+        errdefer job.abort();
+        res.content_type = "text/plain";
+        var noise: [40 * 1024]u8 = undefined;
+        var prng: std.Random.DefaultPrng = .init(0x5a4e);
+        prng.random().bytes(&noise);
+        try std.testing.expectError(error.ClientGone, res.writeAll(&noise));
+        // The handler shrugs the disconnect off and returns; the middleware ends the job.
+        job.end() catch {};
+        job.abort();
+    }
+}
+
+test "compression: the first streamed chunk fails before the head goes out, then the handler returns normally" {
+    // review4: `startStream` makes an encoder, then the connection's `sendChunk` fails before
+    // it sets `res.streaming` (HTTP/1's `sendEarlier` failing for a pipelined request, or
+    // the head's arena allocation). A handler that swallows `error.ClientGone` returns;
+    // `end` sees `res.streaming` false, takes the whole-body path and asserts
+    // `job.encoder == null`: an assertion failure (and the encoder is never freed).
+    const gpa = std.testing.allocator;
+    const FailingSink = struct {
+        fn sendChunk(context: *anyopaque, res: *Response, parts: []const []const u8) error{ClientGone}!void {
+            _ = context;
+            _ = res;
+            _ = parts;
+            return error.ClientGone; // before any head: `res.streaming` stays false
+        }
+    };
+    var arena_state: std.heap.ArenaAllocator = .init(gpa);
+    defer arena_state.deinit();
+    var call: HandlerCall = undefined;
+    const headers = [_]http.Header{.{ .name = "Accept-Encoding", .value = "gzip" }};
+    call.init(.{ .headers = &headers, .arena = arena_state.allocator() });
+    const res = &call.response;
+    var dummy: u8 = 0;
+    res.stream = .{ .context = &dummy, .sendChunk = FailingSink.sendChunk };
+    const policy: Policy = .{};
+    const job = try begin(&call.request, res, &policy);
+    errdefer job.abort();
+    res.content_type = "text/plain";
+    try res.writeAll(text_body[0..100]);
+    try std.testing.expectError(error.ClientGone, res.flush());
+    // The handler shrugs the disconnect off and returns; the middleware ends the job.
+    job.end() catch {};
+    job.abort();
+}
+
+test "compression: If-None-Match on a POST is not answered 304" {
+    // review4: `compressWhole` turns any response whose encoded tag the request's
+    // If-None-Match names into a 304, whatever the method; RFC 9110 §13.1.2 allows 304 only
+    // for GET and HEAD (other methods get 412, and a handler that did not evaluate the
+    // precondition itself meant its 200).
+    const gpa = std.testing.allocator;
+    const policy: Policy = .{};
+    var f: Fixture = .{ .arena_state = .init(gpa), .call = undefined };
+    defer f.arena_state.deinit();
+    const headers = [_]http.Header{
+        .{ .name = "Accept-Encoding", .value = "gzip" },
+        .{ .name = "If-None-Match", .value = "*" },
+    };
+    try f.run(&policy, .{ .method = .POST, .headers = &headers, .arena = f.arena_state.allocator() }, textHandler);
+    try std.testing.expect(f.call.response.status != .not_modified);
 }
