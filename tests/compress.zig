@@ -459,3 +459,22 @@ test "compress: saker serve --compress off sends identity and no Vary; curl --co
         try testing.expectEqualStrings(tree.page, result.stdout);
     }
 }
+
+test "review4: over HTTP/2 a request body in a Content-Encoding without content-length is 415 too" {
+    // review4: `Request.hasCodedBody` sees a body only through `content_length` or `chunked`;
+    // an HTTP/2 request carries its body in DATA frames and needs neither (curl -T - sends
+    // none, gRPC clients never do), and `http2/request.zig` never sets `chunked`. Such a
+    // gzip body reaches the handler as if it were identity.
+    const running = try Running.start(.epoll);
+    defer running.stop();
+    var script_buffer: [512]u8 = undefined;
+    const script = try std.mem.print(&script_buffer, "printf abc | curl -sS --http2-prior-knowledge -X POST -H 'Content-Encoding: gzip' -T - " ++
+        "-w '%{{http_code}} %{{http_version}}\\n' -o /dev/null http://127.0.0.1:{d}/upload", .{running.server.port()});
+    const result = std.process.run(testing.allocator, testing.io, .{
+        .argv = &.{ "sh", "-c", script },
+        .timeout = .{ .duration = .{ .raw = .fromSeconds(30), .clock = .awake } },
+    }) catch |err| return skipWithout("curl", err);
+    defer testing.allocator.free(result.stdout);
+    defer testing.allocator.free(result.stderr);
+    try testing.expectEqualStrings("415 2\n", result.stdout);
+}
