@@ -279,6 +279,35 @@ test "compress: an event stream arrives event by event, each decoded on arrival,
     }
 }
 
+test "compress: an event stream over h2c arrives event by event, decoded by curl as it comes, in every coding" {
+    const io = testing.io;
+    for (usable(&.{ .epoll, .io_uring })) |kind| {
+        const running = try Running.start(kind);
+        defer running.stop();
+        for ([_][]const u8{ "zstd", "br", "gzip" }) |coding| {
+            errdefer std.debug.print("engine {t}, {s}\n", .{ kind, coding });
+            gate.store(false, .release);
+            var url: [64]u8 = undefined;
+            var header: [48]u8 = undefined;
+            var child = std.process.spawn(io, .{
+                .argv = &.{ "curl", "--silent", "--http2-prior-knowledge", "--no-buffer", "--compressed", "-H", try std.mem.print(&header, "Accept-Encoding: {s}", .{coding}), try std.mem.print(&url, "http://127.0.0.1:{d}/events", .{running.server.port()}) },
+                .stdout = .pipe,
+                .stderr = .ignore,
+            }) catch |err| return skipWithout("curl", err);
+            defer _ = child.wait(io) catch {};
+            var buffer: [256]u8 = undefined;
+            var reader = child.stdout.?.readerStreaming(io, &buffer);
+            // curl decodes each DATA frame as it comes: the first event, whole, before the
+            // handler sends the second (it waits for /gate, opened only now).
+            try testing.expectEqualStrings("data: one\n", try reader.interface.takeDelimiterInclusive('\n'));
+            const opened = try rawGet(running.server.port(), "/gate", "");
+            opened.deinit(testing.allocator);
+            try testing.expectEqualStrings("\n", try reader.interface.takeDelimiterInclusive('\n')); // the event's end
+            try testing.expectEqualStrings("data: gate-open\n", try reader.interface.takeDelimiterInclusive('\n'));
+        }
+    }
+}
+
 /// `saker serve` on a directory, its port read from the first line it prints.
 const CliServer = struct {
     child: std.process.Child,
