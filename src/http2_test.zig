@@ -825,6 +825,12 @@ test "http2: trailers too large after a file body: the other stream's DATA is no
     }.check);
 }
 
+/// A one-thread handler pool for `fixture`'s worker (stop it with `pool.stop`).
+fn startPool(fixture: *Fixture, pool: *@import("HandlerPool.zig")) !void {
+    try pool.start(testing.allocator, .{ .thread_count = 1, .queue_max = 4, .stack_bytes = 1 << 20 });
+    fixture.worker.handler_pool = pool;
+}
+
 /// The connection the handler pool posted next; fails after 10 s (a handler that waits for
 /// something nothing will give it).
 fn awaitCompletion(w: *Worker) !*@import("Connection.zig") {
@@ -841,9 +847,8 @@ test "http2: a handler pool's finished response goes out before the next handler
     try fixture.init(.{});
     defer fixture.deinit();
     var pool: @import("HandlerPool.zig") = undefined;
-    try pool.start(testing.allocator, .{ .thread_count = 1, .queue_max = 4, .stack_bytes = 1 << 20 });
+    try startPool(&fixture, &pool);
     defer _ = pool.stop(1000);
-    fixture.worker.handler_pool = &pool;
     var c: @import("Connection.zig") = .init(&fixture.worker);
     defer c.deinit();
     var output: std.ArrayList(u8) = .empty;
@@ -878,9 +883,8 @@ test "review: a streamed response whose stream the client resets after its first
     try fixture.init(.{});
     defer fixture.deinit();
     var pool: @import("HandlerPool.zig") = undefined;
-    try pool.start(testing.allocator, .{ .thread_count = 1, .queue_max = 4, .stack_bytes = 1 << 20 });
+    try startPool(&fixture, &pool);
     defer _ = pool.stop(1000);
-    fixture.worker.handler_pool = &pool;
     var c: @import("Connection.zig") = .init(&fixture.worker);
     defer c.deinit();
     var output: std.ArrayList(u8) = .empty;
@@ -921,9 +925,8 @@ test "review: a streamed response whose connection closes after its first chunk 
     try fixture.init(.{});
     defer fixture.deinit();
     var pool: @import("HandlerPool.zig") = undefined;
-    try pool.start(testing.allocator, .{ .thread_count = 1, .queue_max = 4, .stack_bytes = 1 << 20 });
+    try startPool(&fixture, &pool);
     defer _ = pool.stop(1000);
-    fixture.worker.handler_pool = &pool;
     var output: std.ArrayList(u8) = .empty;
     defer output.deinit(testing.allocator);
     var client: Client = undefined;

@@ -281,19 +281,35 @@ test "streamed responses over h2c and h2 on the handler pool: curl gets 200 KiB 
     }
 }
 
+/// A request body in a temporary file, and curl's `--data-binary` argument for it.
+const BodyFile = struct {
+    tmp: std.testing.TmpDir,
+    data_arg: []u8,
+
+    fn create(body: []const u8) !BodyFile {
+        var tmp = testing.tmpDir(.{});
+        errdefer tmp.cleanup();
+        try tmp.dir.writeFile(testing.io, .{ .sub_path = "body.bin", .data = body });
+        const path = try tmp.dir.realPathFileAlloc(testing.io, "body.bin", testing.allocator);
+        defer testing.allocator.free(path);
+        return .{ .tmp = tmp, .data_arg = try std.fmt.allocPrint(testing.allocator, "@{s}", .{path}) };
+    }
+
+    fn destroy(file: *BodyFile) void {
+        testing.allocator.free(file.data_arg);
+        file.tmp.cleanup();
+    }
+};
+
 test "a body pulled with bodyReader() over h2c and h2 as it arrives: 8 MiB through a handler that reads slowly, with body_bytes_max 64 KiB" {
-    var tmp = testing.tmpDir(.{});
-    defer tmp.cleanup();
     const upload_len = 8 * 1024 * 1024;
     const body = try testing.allocator.alloc(u8, upload_len);
     defer testing.allocator.free(body);
     var prng: std.Random.DefaultPrng = .init(0x5a6e4);
     prng.random().bytes(body);
-    try tmp.dir.writeFile(testing.io, .{ .sub_path = "upload.bin", .data = body });
-    const path = try tmp.dir.realPathFileAlloc(testing.io, "upload.bin", testing.allocator);
-    defer testing.allocator.free(path);
-    const data_arg = try std.fmt.allocPrint(testing.allocator, "@{s}", .{path});
-    defer testing.allocator.free(data_arg);
+    var file: BodyFile = try .create(body);
+    defer file.destroy();
+    const data_arg = file.data_arg;
     var expected_buffer: [32]u8 = undefined;
     const expected = try std.mem.print(&expected_buffer, "{d} {x:0>8}", .{ upload_len, std.hash.Crc32.hash(body) });
     for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
@@ -316,16 +332,12 @@ test "a body pulled with bodyReader() over h2c and h2 as it arrives: 8 MiB throu
 }
 
 test "a 24 MiB body with a content-length is buffered over h2c in one allocation (not three times over in the arena)" {
-    var tmp = testing.tmpDir(.{});
-    defer tmp.cleanup();
     const body = try testing.allocator.alloc(u8, 24 * 1024 * 1024);
     defer testing.allocator.free(body);
     @memset(body, 'b');
-    try tmp.dir.writeFile(testing.io, .{ .sub_path = "body.bin", .data = body });
-    const path = try tmp.dir.realPathFileAlloc(testing.io, "body.bin", testing.allocator);
-    defer testing.allocator.free(path);
-    const data_arg = try std.fmt.allocPrint(testing.allocator, "@{s}", .{path});
-    defer testing.allocator.free(data_arg);
+    var file: BodyFile = try .create(body);
+    defer file.destroy();
+    const data_arg = file.data_arg;
     // An arena of 48 MiB at most: room for the body once, not for a buffer grown to it.
     const running = try Running.start(.epoll, .{ .body_bytes_max = 32 * 1024 * 1024, .arena_request_bytes_max = 48 * 1024 * 1024 });
     defer running.stop();
@@ -806,16 +818,12 @@ test "examples/router over h2c with curl: parameters, a cookie, JSON, CORS, mult
         }
         {
             // 3 MiB read as it arrives (the route is flagged body_reader).
-            var tmp = testing.tmpDir(.{});
-            defer tmp.cleanup();
             const body = try testing.allocator.alloc(u8, 3 * 1024 * 1024);
             defer testing.allocator.free(body);
             for (body, 0..) |*b, i| b.* = @truncate(i *% 31);
-            try tmp.dir.writeFile(testing.io, .{ .sub_path = "body.bin", .data = body });
-            const path = try tmp.dir.realPathFileAlloc(testing.io, "body.bin", testing.allocator);
-            defer testing.allocator.free(path);
-            const data_arg = try std.fmt.allocPrint(testing.allocator, "@{s}", .{path});
-            defer testing.allocator.free(data_arg);
+            var file: BodyFile = try .create(body);
+            defer file.destroy();
+            const data_arg = file.data_arg;
             const result = try run(&.{ "curl", "-s", h2, "--data-binary", data_arg, try std.mem.print(&urls[8], "{s}{s}/api/digest", .{ base, process.port }) });
             defer freeResult(result);
             var expected: [64]u8 = undefined;
