@@ -289,6 +289,12 @@ pub fn idle(c: *const Connection) bool {
     };
 }
 
+/// Whether the session itself tells the peer that the server stops (WebSocket's close 1001,
+/// HTTP/2's GOAWAY), so an engine hands it `drain` at shutdown though it is never `idle`.
+pub fn saysGoodbye(c: *const Connection) bool {
+    return c.protocol == .websocket or c.protocol == .http2;
+}
+
 /// Whether the connection speaks WebSocket (it then takes work queued by other threads:
 /// `onWake`).
 pub fn websocketOpen(c: *const Connection) bool {

@@ -24,6 +24,10 @@ handler_done: bool = false,
 handler_error: ?anyerror = null,
 /// The client went away while the handler ran: close once it is done.
 client_gone: bool = false,
+/// Set by the loop when it gives up the handler's I/O (`fail` without a timeout), read by the
+/// handler's thread: a chunk or read it publishes after that fails at once, since the loop
+/// answers nothing more for this run.
+abandoned: std.atomic.Value(bool) = .init(false),
 /// The chunk the handler's thread asked the loop to send, and how far it got.
 iovecs: [iovec_max]posix.iovec_const = undefined,
 iovec_count: u8 = 0,
@@ -61,6 +65,7 @@ pub fn begin(h: *Handoff) void {
     h.handler_done = false;
     h.handler_error = null;
     h.client_gone = false;
+    h.abandoned.store(false, .monotonic); // the handler's thread starts after this is published
 }
 
 pub fn stateNow(h: *const Handoff) State {
@@ -107,7 +112,12 @@ pub fn read(h: *Handoff, buffer: []u8, notify: anytype) error{ ClientGone, Timeo
 }
 
 fn publishAndWait(h: *Handoff, state: State, notify: anytype) State {
-    h.state.store(@backingInt(state), .release);
+    h.state.store(@backingInt(state), .seq_cst);
+    if (h.abandoned.load(.seq_cst)) {
+        // Given up before it could see this request (`fail`): nothing will answer it.
+        h.state.store(@backingInt(State.failed), .release);
+        return .failed;
+    }
     notify.post();
     while (true) {
         const now = h.state.load(.acquire);
@@ -179,10 +189,14 @@ pub fn fail(h: *Handoff, timed_out: bool) void {
         h.read_timed_out = true;
     } else {
         h.client_gone = true;
+        // With `publishAndWait`'s store and load, a store-then-load pair on each side
+        // (sequentially consistent): a request published before this is failed below, one
+        // published after it sees the flag.
+        h.abandoned.store(true, .seq_cst);
     }
     // Decided on the published state alone: the other thread fills in the iovecs before it
     // publishes `.pending`, so they say nothing until then.
-    switch (h.stateNow()) {
+    switch (@as(State, @fromBackingInt(h.state.load(.seq_cst)))) {
         .pending, .read_pending => h.finish(.failed),
         .idle, .done, .failed => {},
     }
@@ -320,4 +334,23 @@ test "Handoff: a pending read fails with Timeout or ClientGone as the loop says"
         try std.testing.expectError(if (timed_out) error.Timeout else error.ClientGone, result);
         try std.testing.expectEqual(!timed_out, h.client_gone);
     }
+}
+
+test "Handoff: after the loop gave up (ClientGone) before the thread asked, its read and write fail at once" {
+    var h: Handoff = .{};
+    h.begin();
+    var notify: TestNotify = .{ .h = &h };
+    // The loop abandons the handler's I/O while nothing is pending (an HTTP/2 connection that
+    // ended before the pulled body's handler first read): nothing will answer later requests.
+    h.fail(false);
+    try std.testing.expectEqual(State.idle, h.stateNow());
+    var buffer: [16]u8 = undefined;
+    try std.testing.expectError(error.ClientGone, h.read(&buffer, &notify));
+    const iovecs = [_]posix.iovec_const{.{ .base = "abc", .len = 3 }};
+    try std.testing.expectError(error.ClientGone, h.writeAll(&iovecs, &notify));
+    try std.testing.expectEqual(@as(u32, 0), notify.posts.load(.acquire));
+    try std.testing.expectEqual(State.failed, h.stateNow());
+    // The next handler run starts afresh.
+    h.begin();
+    try std.testing.expect(!h.abandoned.load(.acquire));
 }

@@ -71,6 +71,7 @@ fn calls(comptime C: type, comptime W: type) []const Call {
         .{ .name = "onTimeout", .T = fn (*C) void },
         .{ .name = "drain", .T = fn (*C) void },
         .{ .name = "idle", .T = fn (*const C) bool },
+        .{ .name = "saysGoodbye", .T = fn (*const C) bool },
         // Work from other threads: WebSocket sends, the handler pool.
         .{ .name = "websocketOpen", .T = fn (*const C) bool },
         .{ .name = "onWake", .T = fn (*C) void },

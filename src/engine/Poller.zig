@@ -370,7 +370,7 @@ fn sweep(poller: *Poller) void {
         if (Slot.stateOf(word) != .parked) continue;
         // Parked: the fields are this thread's to read.
         const c = &slot.connection;
-        if (poller.now_ms >= c.deadline() or (poller.sweeper.draining and (c.idle() or c.websocketOpen()))) {
+        if (poller.now_ms >= c.deadline() or (poller.sweeper.draining and (c.idle() or c.saysGoodbye()))) {
             poller.takeParked(slot, word);
         }
     }

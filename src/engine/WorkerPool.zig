@@ -308,8 +308,9 @@ const PoolThread = struct {
             c.onTimeout();
             timed_out = true;
         }
-        // An open WebSocket is told 1001 and closes once the client answers.
-        if (worker.draining and c.websocketOpen()) c.drain();
+        // An open WebSocket is told 1001 and closes once the client answers; HTTP/2 says
+        // GOAWAY and closes once its streams are done.
+        if (worker.draining and c.saysGoodbye()) c.drain();
         var io: ThreadIo = .{ .thread = t, .slot = slot, .timed_out = timed_out };
         switch (driver.drive(&io, c)) {
             .later => {}, // parked with the poller

@@ -108,6 +108,10 @@ const Stream = struct {
     content_length: u64 = 0,
     /// A 100 (Continue) to send before the request body is read.
     continue_pending: bool = false,
+    /// A 100 (Continue) the client asked for, owed once the handler first reads the body it
+    /// pulls (`readArrived`): a handler that answers without reading never invites the body
+    /// (RFC 9110 §10.1.1), as over HTTP/1.1.
+    continue_deferred: bool = false,
     /// The response has been queued in full (or the stream reset): the stream goes once the
     /// batch it is in has been sent.
     finished: bool = false,
@@ -607,6 +611,14 @@ fn readArrived(s: *Session) void {
     const index = s.find(state.pool_stream) orelse return x.handoff.fail(false);
     const st = &state.streams[index];
     if (st.finished or state.phase != .frames) return x.handoff.fail(false); // reset, or ending
+    if (st.continue_deferred) {
+        st.continue_deferred = false;
+        // The first read: now the body is wanted, unless it is coming already.
+        if (st.received == 0 and !st.remote_closed and st.send == .waiting) {
+            st.continue_pending = true;
+            st.send = .headers;
+        }
+    }
     s.serveRead(st);
     s.fill();
     s.settle();
@@ -1310,6 +1322,11 @@ fn headerBlock(s: *Session, id: u31, end_stream: bool, block: []const u8) void {
         .head => |head| {
             s.prepare(st, &head.head);
             x.done.request_known = true;
+            // `onHead` sees every request, as over HTTP/1.1 (a handler may set up state there
+            // that `handle` expects); without a body its answer does not matter.
+            if (end_stream) if (w.dispatch.on_head) |on_head| {
+                _ = on_head(w.dispatch.context, &x.request, &x.response) catch |err| return s.hookFailed(st, err);
+            };
             if (!end_stream) {
                 if (w.dispatch.on_head) |on_head| {
                     const action = on_head(w.dispatch.context, &x.request, &x.response) catch |err| return s.hookFailed(st, err);
@@ -1324,6 +1341,11 @@ fn headerBlock(s: *Session, id: u31, end_stream: bool, block: []const u8) void {
                     };
                     if (action == .skip) return s.dispatch(st);
                 }
+                // A body read or pushed as it comes is bounded by streamed_body_bytes_max: one
+                // declared longer is refused before the handler runs, as over HTTP/1.1.
+                if (st.body_mode == .pull or st.body_mode == .stream) if (x.request.content_length) |length| {
+                    if (length > w.config.streamed_body_bytes_max) return s.answer(st, .content_too_large, "request body too large");
+                };
                 if (st.body_mode == .buffer) if (x.request.content_length) |length| {
                     // A declared length is taken whole at once (growing the buffer in the
                     // arena as DATA comes would hold about three times the body), and counts
@@ -1337,7 +1359,9 @@ fn headerBlock(s: *Session, id: u31, end_stream: bool, block: []const u8) void {
                     st.body_counted = length;
                 };
                 if (st.body_mode == .pull) st.body_from_gpa = true;
-                if (head.expect_continue) st.continue_pending = true;
+                if (head.expect_continue) {
+                    if (st.body_mode == .pull) st.continue_deferred = true else st.continue_pending = true;
+                }
                 s.deadlines().read_ms = w.now_ms + w.config.body_timeout_ms;
                 if (st.continue_pending) st.send = .headers; // the 100 goes out first
                 // The handler starts now and reads the body as it arrives.
