@@ -172,21 +172,36 @@ pub fn build(b: *std.Build) void {
     const test_tools = b.addSystemCommand(&.{"tests/tools"});
     test_tools.setName("install test tools");
     test_tools.has_side_effects = true;
+    // `-Dtest-transport=tls` (or plaintext, h2c) runs the suites over that transport alone,
+    // for working on one of them; by default every run below happens.
+    const TestTransport = enum { all, plaintext, tls, h2c };
+    const test_transport = b.option(TestTransport, "test-transport", "Run the suites over one transport only") orelse .all;
     for ([_]*std.Build.Step.Compile{ unit_tests, integration_tests, router_tests, hardening_tests, tls_tests, http2_tests, bench_tests, bench_router_tests, bench_queue_tests, layering_tests }) |t| {
+        if (test_transport != .all and test_transport != .plaintext) break;
         const run = b.addRunArtifact(t);
         run.has_side_effects = true; // always run, so the summary counts every test
         run.step.dependOn(&test_tools.step);
         test_step.dependOn(&run.step);
     }
-    // The same integration suites again over TLS: every server they start serves HTTPS, and
-    // their clients speak TLS (tests/Client.zig, `overTls`).
-    for ([_]*std.Build.Step.Compile{ integration_tests, router_tests, hardening_tests }) |t| {
-        const run = b.addRunArtifact(t);
-        run.setName(b.fmt("run test {s} over TLS", .{t.name}));
-        run.setEnvironmentVariable("SAKER_TEST_TRANSPORT", "tls");
-        run.has_side_effects = true;
-        run.step.dependOn(&test_tools.step);
-        test_step.dependOn(&run.step);
+    // The integration suites again over other transports (tests/Client.zig): over TLS every
+    // server they start serves HTTPS and their clients speak TLS (`overTls`); over h2c the
+    // suites of what handlers see carry each request as an HTTP/2 stream (tests/H2c.zig;
+    // tests of HTTP/1.1's own framing skip, `http1Only`).
+    const Leg = struct { transport: TestTransport, name: []const u8, suites: []const *std.Build.Step.Compile };
+    const legs = [_]Leg{
+        .{ .transport = .tls, .name = "TLS", .suites = &.{ integration_tests, router_tests, hardening_tests } },
+        .{ .transport = .h2c, .name = "h2c", .suites = &.{ integration_tests, router_tests } },
+    };
+    for (legs) |leg| {
+        if (test_transport != .all and test_transport != leg.transport) continue;
+        for (leg.suites) |t| {
+            const run = b.addRunArtifact(t);
+            run.setName(b.fmt("run test {s} over {s}", .{ t.name, leg.name }));
+            run.setEnvironmentVariable("SAKER_TEST_TRANSPORT", @tagName(leg.transport));
+            run.has_side_effects = true;
+            run.step.dependOn(&test_tools.step);
+            test_step.dependOn(&run.step);
+        }
     }
     // Compile errors: each file must fail to build, with its message. These are build steps,
     // not test-runner tests: they show as steps in the summary, and a failure fails the build.
@@ -201,7 +216,7 @@ pub fn build(b: *std.Build) void {
         check.has_side_effects = true; // the message depends on every source file of saker
         compile_error_step.dependOn(&check.step);
     }
-    test_step.dependOn(compile_error_step);
+    if (test_transport == .all or test_transport == .plaintext) test_step.dependOn(compile_error_step);
 
     // Fuzzing: the fuzz targets alone, built for speed. `./zigw build fuzz --fuzz=1M`
     // fuzzes; without --fuzz it replays the corpus. `-Dtest-filter` picks targets.

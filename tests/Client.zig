@@ -1,11 +1,14 @@
 //! A deliberately small HTTP/1.1 test client over a blocking loopback socket: send raw bytes,
 //! read responses (Content-Length, chunked or until close), check for a close. Every read has
-//! a timeout, so a server bug fails a test instead of hanging it.
+//! a timeout, so a server bug fails a test instead of hanging it. The suite's transport
+//! (`SAKER_TEST_TRANSPORT`) may put TLS under those bytes (`overTls`), or carry them over
+//! HTTP/2 (`overH2c`, tests/H2c.zig).
 const std = @import("std");
 const linux = std.os.linux;
 const posix = std.posix;
 
 const ssl = @import("saker").tls.openssl;
+const H2c = @import("H2c.zig");
 
 const Client = @This();
 
@@ -13,6 +16,9 @@ fd: linux.fd_t,
 /// The TLS session when the suite runs over TLS (`overTls`): every send and read goes
 /// through it.
 tls: ?*ssl.SSL = null,
+/// The HTTP/2 connection when the suite runs over h2c (`overH2c`): the bytes the test sends
+/// and reads are HTTP/1.1, carried as streams.
+h2: ?*H2c = null,
 /// Bytes read but not yet consumed.
 buffer: [64 * 1024]u8 = undefined,
 start: usize = 0,
@@ -46,19 +52,52 @@ pub const Response = struct {
     }
 };
 
-/// Whether the suite runs over TLS: `SAKER_TEST_TRANSPORT=tls` in the environment (the
-/// build's second run of the integration suite sets it). Servers the suite starts then
-/// serve HTTPS with a self-signed certificate, and `connect` speaks TLS to them.
-pub fn overTls() bool {
+/// What `SAKER_TEST_TRANSPORT` in the environment asks for (the build's later runs of the
+/// integration suites set it).
+const Transport = enum { plaintext, tls, h2c };
+
+fn suiteTransport() Transport {
     const Static = struct {
-        var mode: ?bool = null;
+        var mode: ?Transport = null;
     };
-    if (plaintext_server) return false;
     if (Static.mode) |mode| return mode;
     const value = std.c.getenv("SAKER_TEST_TRANSPORT");
-    const tls = value != null and std.mem.eql(u8, std.mem.span(value.?), "tls");
-    Static.mode = tls;
-    return tls;
+    const mode: Transport = if (value == null) .plaintext else std.meta.stringToEnum(Transport, std.mem.span(value.?)) orelse .plaintext;
+    Static.mode = mode;
+    return mode;
+}
+
+/// Whether the suite runs over TLS: `SAKER_TEST_TRANSPORT=tls`. Servers the suite starts
+/// then serve HTTPS with a self-signed certificate, and `connect` speaks TLS to them.
+pub fn overTls() bool {
+    if (plaintext_server) return false;
+    return suiteTransport() == .tls;
+}
+
+/// Whether the suite runs over HTTP/2: `SAKER_TEST_TRANSPORT=h2c`. `connect` then opens h2c
+/// connections (prior knowledge, on the port that serves HTTP/1.1 too), and the requests
+/// the tests write travel as HTTP/2 streams.
+pub fn overH2c() bool {
+    return suiteTransport() == .h2c;
+}
+
+/// The protocol version the server sees in the suite's requests (as its access log says it).
+pub fn httpVersion() []const u8 {
+    return if (overH2c()) "HTTP/2.0" else "HTTP/1.1";
+}
+
+/// For a test of HTTP/1.1's own framing or connection handling, which has no HTTP/2 form:
+/// skips it when the suite runs over h2c, saying so on a `skipped:` line.
+pub fn http1Only() error{SkipZigTest}!void {
+    return notOverH2c("the tests of HTTP/1.1's own framing and connection handling (they run over plaintext and TLS)");
+}
+
+/// Skips a test when the suite runs over h2c, saying why (`what`: the tests, and why) on a
+/// `skipped:` line.
+pub fn notOverH2c(comptime what: []const u8) error{SkipZigTest}!void {
+    if (!overH2c()) return;
+    std.debug.print("skipped: over h2c, " ++ what ++ "\n", .{});
+    return error.SkipZigTest;
 }
 
 /// Whether the server the running test started last is a process of its own (an example, or
@@ -79,14 +118,13 @@ pub fn transport(config: anytype) @TypeOf(config) {
     return c;
 }
 
-/// Connects to 127.0.0.1:`port` with a receive timeout of `timeout_ms`, over TLS when the
-/// suite runs over TLS.
+/// Connects to 127.0.0.1:`port` with a receive timeout of `timeout_ms`, over TLS or h2c
+/// when the suite runs over them.
 pub fn connect(port: u16, timeout_ms: u32) Error!Client {
     var client = try connectPlain(port, timeout_ms);
-    if (overTls()) {
-        errdefer client.close();
-        try client.startTls(null);
-    }
+    errdefer client.close();
+    if (overTls()) try client.startTls(null);
+    if (overH2c()) client.h2 = try H2c.create(&client);
     return client;
 }
 
@@ -232,12 +270,19 @@ fn connectFailed(call: []const u8, err: linux.E, port: u16) Error {
 }
 
 pub fn close(client: *Client) void {
+    if (client.h2) |h2| h2.destroy();
     if (client.tls) |connection| ssl.SSL_free(connection);
     _ = linux.close(client.fd);
 }
 
 /// Sends all of `bytes`.
 pub fn send(client: *Client, bytes: []const u8) Error!void {
+    if (client.h2) |h2| return h2.send(client, bytes);
+    return client.rawSend(bytes);
+}
+
+/// Sends all of `bytes` on the connection as they are (under TLS, if any).
+pub fn rawSend(client: *Client, bytes: []const u8) Error!void {
     if (client.tls) |connection| {
         var sent: usize = 0;
         while (sent < bytes.len) {
@@ -272,12 +317,21 @@ fn fill(client: *Client) Error!usize {
         client.start = 0;
     }
     if (client.end == client.buffer.len) return error.BadResponse;
+    const n = if (client.h2) |h2|
+        try h2.fill(client, client.buffer[client.end..])
+    else
+        try client.rawRead(client.buffer[client.end..]);
+    client.end += n;
+    return n;
+}
+
+/// Reads what the connection brings next into `dest` (under TLS, if any); 0 at its end.
+pub fn rawRead(client: *Client, dest: []u8) Error!usize {
     if (client.tls) |connection| {
         while (true) {
             var got: usize = 0;
-            const rc = ssl.SSL_read_ex(connection, client.buffer[client.end..].ptr, client.buffer.len - client.end, &got);
+            const rc = ssl.SSL_read_ex(connection, dest.ptr, dest.len, &got);
             if (rc == 1) {
-                client.end += got;
                 client.received_total += got;
                 return got;
             }
@@ -290,10 +344,9 @@ fn fill(client: *Client) Error!usize {
         }
     }
     while (true) {
-        const rc = linux.read(client.fd, client.buffer[client.end..].ptr, client.buffer.len - client.end);
+        const rc = linux.read(client.fd, dest.ptr, dest.len);
         switch (linux.errno(rc)) {
             .SUCCESS => {
-                client.end += rc;
                 client.received_total += rc;
                 return rc;
             },
@@ -402,12 +455,18 @@ pub fn waitForData(client: *Client, timeout_ms: u32) bool {
     const deadline = nowMs() + timeout_ms;
     while (true) {
         if (client.end > client.start) return true;
+        if (client.h2) |h2| if (h2.hasResponseBytes()) return true;
         const now = nowMs();
         const left: i32 = @intCast(@min(deadline -| now, std.math.maxInt(i32)));
         var fds = [_]linux.pollfd{.{ .fd = client.fd, .events = linux.POLL.IN, .revents = 0 }};
         const rc = linux.poll(&fds, 1, left);
         if (linux.errno(rc) == .INTR) continue;
         if (rc == 0) return false;
+        if (client.h2) |h2| {
+            // Frames arrived: they may carry no response bytes (SETTINGS, WINDOW_UPDATE).
+            h2.readFrames(client) catch return true; // a read says what went wrong
+            continue;
+        }
         const connection = client.tls orelse return true;
         // Something arrived: read it without blocking, then look again.
         const flags = linux.fcntl(client.fd, linux.F.GETFL, 0);
@@ -446,6 +505,19 @@ pub fn readSome(client: *Client, buffer: []u8) Error!usize {
     @memcpy(buffer[0..n], client.buffered()[0..n]);
     client.start += n;
     return n;
+}
+
+/// Whether the connection behaves as it must after an error response: over HTTP/1.1 the
+/// server closes it (its framing may be lost); over HTTP/2 only the stream ended, and the
+/// connection still serves (a HEAD of "/", answered whatever its status).
+pub fn servesAsAfterError(client: *Client) Error!bool {
+    const h2 = client.h2 orelse return client.isClosed();
+    // The refused request's body is not coming (HTTP/1.1 would have closed).
+    h2.outgoing = null;
+    try client.send("HEAD / HTTP/1.1\r\nHost: t\r\n\r\n");
+    const response = try client.readResponse(std.heap.smp_allocator, .{ .head_request = true });
+    response.deinit(std.heap.smp_allocator);
+    return response.status >= 200;
 }
 
 /// Whether the server closed the connection (EOF or reset, with nothing more to read).

@@ -69,8 +69,9 @@ test "metrics: after N requests the response counter rose by exactly N, on every
                 defer response.deinit(testing.allocator);
             }
         }
-        {
-            // A request the core refuses: a malformed Content-Length.
+        // A request the core refuses: a malformed Content-Length (HTTP/1.1's framing).
+        const refusals: u64 = if (Client.overH2c()) 0 else 1;
+        if (refusals > 0) {
             const refused = try Client.fetch(testing.allocator, running.port(), "GET / HTTP/1.1\r\nHost: t\r\nContent-Length: zz\r\n\r\n");
             defer refused.deinit(testing.allocator);
             try testing.expectEqual(@as(u16, 400), refused.status);
@@ -81,9 +82,11 @@ test "metrics: after N requests the response counter rose by exactly N, on every
         try testing.expectEqual(@as(u64, 1), try sample(after, "saker_http_responses_total{method=\"GET\",code=\"4xx\"}"));
         try testing.expectEqual(@as(u64, 1), try sample(after, "saker_http_responses_total{method=\"POST\",code=\"5xx\"}"));
         try testing.expectEqual(@as(u64, 1), try sample(after, "saker_handler_errors_total"));
-        try testing.expectEqual(@as(u64, 1), try sample(after, "saker_http_refused_total{reason=\"bad_request\"}"));
+        try testing.expectEqual(refusals, try sample(after, "saker_http_refused_total{reason=\"bad_request\"}"));
         try testing.expectEqual(@as(u64, n + 2), try sample(after, "saker_http_request_duration_seconds_count"));
-        try testing.expect(try sample(after, "saker_received_bytes_total") > n * "GET /a HTTP/1.1\r\nHost: t\r\n\r\n".len);
+        // HPACK makes a repeated HTTP/2 request a few bytes behind its frame header.
+        const request_bytes_min = if (Client.overH2c()) saker.http2.frame.header_len else "GET /a HTTP/1.1\r\nHost: t\r\n\r\n".len;
+        try testing.expect(try sample(after, "saker_received_bytes_total") > n * request_bytes_min);
         try testing.expect(try sample(after, "saker_sent_bytes_total") > n * "ok /a".len);
         try testing.expectEqual(@as(u64, 0), try sample(after, "saker_handlers_in_flight"));
         if (Client.overTls()) try testing.expect(try sample(after, "saker_tls_handshakes_total{result=\"completed\"}") >= 2);
@@ -133,6 +136,14 @@ test "metrics: open connections by protocol and state, on every engine that hold
             try h2.?.send(saker.http2.frame.preface);
             try h2.?.send(settings[0..saker.http2.frame.writeSettings(&settings, &.{})]);
         }
+        if (Client.overH2c()) {
+            // The suite's clients speak HTTP/2: three connections of it, one left at the end.
+            try awaitConnections(running, .{ 0, 0, 3, 0 });
+            active.close();
+            if (h2) |*c| c.close();
+            try awaitConnections(running, .{ 0, 0, 1, 0 });
+            continue;
+        }
         try awaitConnections(running, .{ 1, 1, if (h2 != null) 1 else 0, 0 });
         active.close();
         if (h2) |*c| c.close();
@@ -143,7 +154,9 @@ test "metrics: open connections by protocol and state, on every engine that hold
 test "metrics: refusals at connections_max are counted" {
     const running = try Running.start(.epoll, .{ .connections_max = 1 });
     defer running.stop();
-    var held = try Client.connect(running.port(), 10_000);
+    // HTTP/1.1 whatever the suite's transport: an HTTP/2 stream needs an exchange of its own
+    // besides its connection's, and an event loop has connections_max of them.
+    var held = try if (Client.overH2c()) Client.connectPlain(running.port(), 10_000) else Client.connect(running.port(), 10_000);
     defer held.close();
     try held.send("GET /a HTTP/1.1\r\nHost: t\r\n\r\n");
     const first = try held.readResponse(testing.allocator, .{});

@@ -853,18 +853,20 @@ test "static: the access log is buffered and flushed within a second" {
         const n = linux.read(fds[0], &buffer, buffer.len);
         const line = buffer[0..n];
         try testing.expect(std.mem.startsWith(u8, line, "127.0.0.1 - - ["));
-        try testing.expect(std.mem.endsWith(u8, line, "] \"GET /hello.txt?x=%22 HTTP/1.1\" 200 21 \"http://ref/\" \"tester \\\"quoted\\\"\"\n"));
+        var expected: [128]u8 = undefined;
+        try testing.expect(std.mem.endsWith(u8, line, try std.mem.print(&expected, "] \"GET /hello.txt?x=%22 {s}\" 200 21 \"http://ref/\" \"tester \\\"quoted\\\"\"\n", .{Client.httpVersion()})));
         // What is still buffered at shutdown is written out.
         const missing = try running.get("/nope");
         missing.deinit(testing.allocator);
         running.stop();
         stopped = true;
         const m = linux.read(fds[0], &buffer, buffer.len);
-        try testing.expect(std.mem.find(u8, buffer[0..m], "\"GET /nope HTTP/1.1\" 404 14") != null);
+        try testing.expect(std.mem.find(u8, buffer[0..m], try std.mem.print(&expected, "\"GET /nope {s}\" 404 14", .{Client.httpVersion()})) != null);
     }
 }
 
 test "static: the access log has the requests the core refused, and the bytes actually sent" {
+    try Client.http1Only();
     var fixture = try Fixture.create();
     defer fixture.destroy();
     for (usable(&engines)) |kind| {
@@ -1203,7 +1205,7 @@ test "saker serve: --no-listing, --dotfiles, --index, --spa, --cache-control, --
     try testing.expectEqual(cases.len, std.mem.countScalar(u8, log, '\n'));
     for (cases) |case| {
         var needle: [128]u8 = undefined;
-        const request_line = try std.mem.print(&needle, "\"GET {s} HTTP/1.1\"", .{case[0]});
+        const request_line = try std.mem.print(&needle, "\"GET {s} {s}\"", .{ case[0], Client.httpVersion() });
         var lines = std.mem.splitScalar(u8, std.mem.trimEnd(u8, log, "\n"), '\n');
         const line = while (lines.next()) |line| {
             if (std.mem.find(u8, line, request_line) != null) break line;
@@ -1226,7 +1228,7 @@ fn expectCombinedLine(line: []const u8, target: []const u8, status: u16, bytes: 
     try testing.expectEqualStrings(" +0000", date[20..26]);
     var expected: [256]u8 = undefined;
     try testing.expectEqualStrings(
-        try std.mem.print(&expected, "] \"GET {s} HTTP/1.1\" {d} {d} \"http://ref/\" \"cli-test/1.0\"", .{ target, status, bytes }),
+        try std.mem.print(&expected, "] \"GET {s} {s}\" {d} {d} \"http://ref/\" \"cli-test/1.0\"", .{ target, Client.httpVersion(), status, bytes }),
         line[prefix.len + 26 ..],
     );
 }
@@ -1263,7 +1265,8 @@ test "saker serve: announces the port, serves, logs, and exits 0 on SIGINT" {
         }
         const log_line = try reader.interface.takeDelimiterInclusive('\n');
         errdefer std.debug.print("log line: {s}\n", .{log_line});
-        try testing.expect(std.mem.find(u8, log_line, "\"GET /hello.txt HTTP/1.1\" 200 21") != null);
+        var expected: [64]u8 = undefined;
+        try testing.expect(std.mem.find(u8, log_line, try std.mem.print(&expected, "\"GET /hello.txt {s}\" 200 21", .{Client.httpVersion()})) != null);
         _ = linux.kill(child.id.?, linux.SIG.INT);
         const term = try child.wait(io);
         waited = true;
@@ -1565,7 +1568,7 @@ test "saker serve --access-log-format json --request-id: each line is a JSON obj
     try testing.expectEqualStrings("127.0.0.1", line.remote.?);
     try testing.expectEqualStrings("GET", line.method.?);
     try testing.expectEqualStrings("/hello.txt?q=1", line.target.?);
-    try testing.expectEqualStrings("HTTP/1.1", line.protocol);
+    try testing.expectEqualStrings(Client.httpVersion(), line.protocol);
     try testing.expectEqual(@as(u16, 200), line.status);
     try testing.expectEqual(@as(u64, response.body.len), line.bytes);
     try testing.expect(line.complete);

@@ -204,6 +204,7 @@ fn waitFor(counter: *std.atomic.Value(u32), value: u32) !void {
 }
 
 test "websocket: echo of text, binary, fragmented and large messages; ping; close handshake" {
+    try Client.notOverH2c("the WebSocket tests: saker has no WebSockets over HTTP/2 (RFC 8441), so they run over HTTP/1.1 and TLS");
     for (usable(&engines)) |kind| {
         const running = try Running.start(kind, .{});
         defer running.stop();
@@ -235,6 +236,7 @@ test "websocket: echo of text, binary, fragmented and large messages; ping; clos
 }
 
 test "websocket: protocol errors get a close code, and the server goes on" {
+    try Client.notOverH2c("the WebSocket tests: saker has no WebSockets over HTTP/2 (RFC 8441), so they run over HTTP/1.1 and TLS");
     for (usable(&engines)) |kind| {
         const running = try Running.start(kind, .{ .websocket_message_bytes_max = 1000 });
         defer running.stop();
@@ -275,6 +277,7 @@ test "websocket: protocol errors get a close code, and the server goes on" {
 }
 
 test "websocket: subprotocol and permessage-deflate are negotiated" {
+    try Client.notOverH2c("the WebSocket tests: saker has no WebSockets over HTTP/2 (RFC 8441), so they run over HTTP/1.1 and TLS");
     for (usable(&engines)) |kind| {
         const running = try Running.start(kind, .{});
         defer running.stop();
@@ -312,6 +315,7 @@ test "websocket: subprotocol and permessage-deflate are negotiated" {
 }
 
 test "websocket: sends from other threads and connections (broadcast), then shutdown closes with 1001" {
+    try Client.notOverH2c("the WebSocket tests: saker has no WebSockets over HTTP/2 (RFC 8441), so they run over HTTP/1.1 and TLS");
     for (usable(&.{ .epoll, .io_uring, .thread_per_connection, .worker_pool })) |kind| try broadcastAndShutdown(kind);
 }
 
@@ -353,6 +357,7 @@ fn broadcastAndShutdown(kind: saker.engine.Kind) !void {
 }
 
 test "websocket: blocking engines: a send from another thread wakes the connection; shutdown says 1001" {
+    try Client.notOverH2c("the WebSocket tests: saker has no WebSockets over HTTP/2 (RFC 8441), so they run over HTTP/1.1 and TLS");
     for (usable(&.{ .blocking, .worker_pool })) |kind| try wakeBlocking(kind);
 }
 
@@ -375,6 +380,7 @@ fn wakeBlocking(kind: saker.engine.Kind) !void {
 }
 
 test "websocket: a handle kept past onClose is refused on every engine, also once its memory is reused" {
+    try Client.notOverH2c("the WebSocket tests: saker has no WebSockets over HTTP/2 (RFC 8441), so they run over HTTP/1.1 and TLS");
     for (usable(&engines)) |kind| try staleHandle(kind);
 }
 
@@ -418,6 +424,7 @@ fn staleHandle(kind: saker.engine.Kind) !void {
 }
 
 test "websocket: a client that does not read is cut off when its send queue is full" {
+    try Client.notOverH2c("the WebSocket tests: saker has no WebSockets over HTTP/2 (RFC 8441), so they run over HTTP/1.1 and TLS");
     // worker_pool parks a connection waiting for room to write, as the event engines do.
     for (usable(&.{ .epoll, .io_uring, .worker_pool })) |kind| try slowReader(kind);
 }
@@ -446,6 +453,7 @@ fn slowReader(kind: saker.engine.Kind) !void {
 }
 
 test "websocket: an upgrade accepted by a handler on the handler pool" {
+    try Client.notOverH2c("the WebSocket tests: saker has no WebSockets over HTTP/2 (RFC 8441), so they run over HTTP/1.1 and TLS");
     for (usable(&event_engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try Running.start(kind, .{ .handler_threads = 2 });
@@ -470,6 +478,7 @@ const autobahn_ci_cases = "1.*,2.*,3.*,4.*,5.*,6.*,7.*,9.*,10.*," ++
     "13.2.1,13.3.1,13.4.1,13.5.1,13.6.1,13.7.1";
 
 test "Autobahn|Testsuite: cases 1-7, 9, 10 and a sample of 12 and 13 against ws-echo, all passed" {
+    try Client.notOverH2c("the WebSocket tests: saker has no WebSockets over HTTP/2 (RFC 8441), so they run over HTTP/1.1 and TLS");
     // The whole suite takes some 15 minutes, nearly all of it the larger permessage-deflate
     // cases, and runs from `tests/autobahn/run`; this subset fits the test budget.
     const build_options = @import("build_options");
