@@ -160,7 +160,8 @@ shutdown_timeout_ms: u32 = 10_000,
 // HTTP/2 (docs/http2.md). Each connection that speaks it holds about
 // `http2_streams_max` × 200 bytes of stream table and 2 × `http2_header_table_bytes` of HPACK
 // tables beside the exchange HTTP/1 would hold; each open stream borrows one exchange
-// (`recv_buffer_bytes` + `send_buffer_bytes` + `arena_bytes`), the same as an HTTP/1 request.
+// (`recv_buffer_bytes` + `send_buffer_bytes` + `arena_bytes`), the same as an HTTP/1 request,
+// from a share of its own (`http2_stream_exchanges_max`).
 
 /// Speak HTTP/2: h2c with prior knowledge on cleartext listeners (the client's first bytes are
 /// the connection preface) and `h2` offered by ALPN on TLS listeners.
@@ -173,6 +174,14 @@ h2c_only: bool = false,
 /// SETTINGS_MAX_CONCURRENT_STREAMS: streams one client may have open at once; one more is
 /// refused (REFUSED_STREAM).
 http2_streams_max: u32 = 100,
+/// Exchanges an event-loop worker (`epoll`, `io_uring`) lends to HTTP/2 streams, besides the
+/// `connections_max` its connections hold: a stream beyond them is refused (REFUSED_STREAM,
+/// which clients retry). A share of their own, so streams held open on a few connections
+/// (each may open `http2_streams_max`) can never take the exchange another connection needs
+/// for its request. 2048 holds 20 connections' full 100 streams at once, or h2load's 50 × 10
+/// four times over; at 28 KiB each by default it is at most 56 MiB per worker, touched only as
+/// used. Thread-based engines give each connection `http2_streams_max` instead.
+http2_stream_exchanges_max: u32 = 2048,
 /// SETTINGS_INITIAL_WINDOW_SIZE: request body bytes a client may send on one stream before
 /// the server takes them (at least the protocol's 65535, at most 2^31-1).
 http2_stream_window_bytes: u32 = 1024 * 1024,
@@ -329,11 +338,13 @@ pub const Certificate = struct {
 pub const Error = error{InvalidConfig};
 
 /// Checks that the limits fit together; on failure `reason` names the field and the rule.
-/// Exchanges one connection may hold at once: one for HTTP/1 (and WebSocket); with HTTP/2,
-/// one for the connection and one per open stream. Engines that give each connection a worker
-/// of its own reserve this many (address space, touched only as used).
-pub fn exchangesPerConnection(config: *const Config) u32 {
-    return if (config.http2) 1 + config.http2_streams_max else 1;
+/// Exchanges a worker lends to HTTP/2 streams besides its connections' own: for a worker
+/// that serves one connection at a time, that connection's `http2_streams_max`; for an event
+/// loop, `http2_stream_exchanges_max` shared by its connections. Address space, touched only
+/// as used.
+pub fn streamExchanges(config: *const Config, one_connection: bool) u32 {
+    if (!config.http2) return 0;
+    return if (one_connection) config.http2_streams_max else config.http2_stream_exchanges_max;
 }
 
 pub fn validate(config: *const Config, reason: *[]const u8) Error!void {
@@ -384,6 +395,10 @@ pub fn validate(config: *const Config, reason: *[]const u8) Error!void {
         .{
             .ok = !config.h2c_only or config.http2,
             .why = "h2c_only needs http2",
+        },
+        .{
+            .ok = !config.http2 or (config.http2_stream_exchanges_max >= 1 and config.http2_stream_exchanges_max <= 1_000_000),
+            .why = "http2_stream_exchanges_max must be 1 to 1000000",
         },
         .{
             .ok = config.http2_streams_max >= 1 and config.http2_streams_max <= 10_000,

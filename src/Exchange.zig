@@ -27,6 +27,9 @@ pub const copy_body_max = 1024;
 
 /// Link in the worker's free list.
 next_free: ?*Exchange = null,
+/// Lent to an HTTP/2 stream (`Worker.acquireStreamExchange`) rather than held by a
+/// connection.
+lent_to_stream: bool = false,
 /// This exchange's own receive buffer (`recv_buffer_bytes`).
 recv_small: []u8,
 /// The receive buffer in use: `recv_small`, or a large buffer borrowed for a long head.

@@ -389,7 +389,7 @@ pub fn Server(comptime Handler: type) type {
             // worker reserves room for all of them. The room is address space, touched only
             // as connections arrive.
             const per_worker: u32 = switch (config.engine) {
-                .blocking => Config.exchangesPerConnection(&config),
+                .blocking => 1,
                 else => config.connections_max,
             };
             return .{
@@ -834,6 +834,7 @@ pub fn Server(comptime Handler: type) type {
             for (server.workers, 0..) |*worker, index| {
                 try worker.init(server.gpa, &server.config, server.shared.dispatch, .{
                     .connections_max = server.connections_per_worker,
+                    .stream_exchanges_max = Config.streamExchanges(&server.config, server.config.engine == .blocking),
                     .large_buffers_max = server.config.large_buffers_max,
                     .budget = &server.budget,
                     .listening = &server.endpointOf(index).listening,

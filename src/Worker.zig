@@ -56,6 +56,13 @@ exchanges_touched: u32 = 0,
 free_exchanges: ?*Exchange = null,
 /// Exchanges in use.
 exchanges_busy: u32 = 0,
+/// Of the exchanges, those a connection holds are at most `connections_max`; the rest
+/// (`stream_exchanges_max`) are lent to HTTP/2 streams alone, so streams held open on a few
+/// connections can never take the exchange another connection needs for its request.
+connections_max: u32 = 0,
+stream_exchanges_max: u32 = 0,
+/// Exchanges lent to streams now.
+stream_exchanges_busy: u32 = 0,
 
 /// Large receive buffers (`header_bytes_max` each), for heads that outgrow the small one.
 large_memory: []align(std.heap.page_size_min) u8,
@@ -213,6 +220,8 @@ const LargeLink = struct { next: ?*LargeLink };
 pub const Options = struct {
     /// Connections served at once (one exchange each).
     connections_max: u32,
+    /// Exchanges for HTTP/2 streams besides (`Worker.stream_exchanges_max`).
+    stream_exchanges_max: u32 = 0,
     /// Large receive buffers.
     large_buffers_max: u32,
     /// The server-wide heap budget.
@@ -238,9 +247,10 @@ pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, disp
         .response_header_count = config.response_header_count_max,
         .arena_request_bytes_max = config.arena_request_bytes_max,
     };
-    const exchanges = try mapped.alloc(Exchange, connections_max);
+    const exchange_count = @as(usize, connections_max) + options.stream_exchanges_max;
+    const exchanges = try mapped.alloc(Exchange, exchange_count);
     errdefer mapped.free(exchanges);
-    const exchange_memory = try mapped.alloc(u8, connections_max * layout.stride());
+    const exchange_memory = try mapped.alloc(u8, exchange_count * layout.stride());
     errdefer mapped.free(exchange_memory);
     const large_memory = try mapped.alloc(u8, @as(usize, options.large_buffers_max) * config.header_bytes_max);
     errdefer mapped.free(large_memory);
@@ -261,6 +271,8 @@ pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, disp
         .exchange_layout = layout,
         .exchanges = exchanges,
         .exchange_memory = exchange_memory,
+        .connections_max = connections_max,
+        .stream_exchanges_max = options.stream_exchanges_max,
         .large_memory = large_memory,
         .sessions = sessions,
         .session_pool = options.session_pool,
@@ -313,8 +325,25 @@ pub fn scratch(worker: *Worker, len: usize) ?[]align(16) u8 {
     return worker.scratch_memory[0..len];
 }
 
-/// Hands out an exchange, or null when all `connections_max` are busy.
+/// Hands out a connection's exchange, or null when `connections_max` are busy.
 pub fn acquireExchange(worker: *Worker) ?*Exchange {
+    if (worker.exchanges_busy - worker.stream_exchanges_busy == worker.connections_max) return null;
+    return worker.takeExchange();
+}
+
+/// Lends an HTTP/2 stream an exchange, or null when `stream_exchanges_max` are lent (the
+/// stream is then refused, and the client retries it).
+pub fn acquireStreamExchange(worker: *Worker) ?*Exchange {
+    if (worker.stream_exchanges_busy == worker.stream_exchanges_max) return null;
+    const exchange = worker.takeExchange() orelse return null;
+    exchange.lent_to_stream = true;
+    worker.stream_exchanges_busy += 1;
+    return exchange;
+}
+
+fn takeExchange(worker: *Worker) ?*Exchange {
+    // Each kind stays within its share, so the two shares never run the pool dry.
+    assert(worker.exchanges_busy < worker.exchanges.len);
     const exchange = if (worker.free_exchanges) |free| blk: {
         worker.free_exchanges = free.next_free;
         break :blk free;
@@ -352,6 +381,11 @@ pub fn releaseExchange(worker: *Worker, exchange: *Exchange) void {
     exchange.iovec_index = 0;
     exchange.parser.reset();
     assert(exchange.websocket == null); // given back first
+    if (exchange.lent_to_stream) {
+        assert(worker.stream_exchanges_busy > 0);
+        exchange.lent_to_stream = false;
+        worker.stream_exchanges_busy -= 1;
+    }
     exchange.next_free = worker.free_exchanges;
     worker.free_exchanges = exchange;
     worker.exchanges_busy -= 1;
@@ -552,6 +586,40 @@ test "Worker: pools hand out, take back and refuse when exhausted" {
     try std.testing.expectEqual(@as(?[]u8, null), worker.acquireLarge());
     worker.releaseLarge(large);
     try std.testing.expect(worker.acquireLarge() != null);
+}
+
+test "Worker: streams borrow from a share of their own, so connections always find an exchange" {
+    const Noop = struct {
+        fn handle(_: *anyopaque, _: *Request, _: *Response) anyerror!void {}
+    };
+    var context: u8 = 0;
+    const config: Config = .{ .large_buffers_max = 1 };
+    var worker: Worker = undefined;
+    var budget: Arena.Budget = .init(config.overflow_bytes_max);
+    try worker.init(std.testing.allocator, &config, .{ .context = &context, .handle = Noop.handle }, .{
+        .connections_max = 2,
+        .stream_exchanges_max = 3,
+        .large_buffers_max = config.large_buffers_max,
+        .budget = &budget,
+    });
+    defer worker.deinit();
+    const own = worker.acquireExchange().?;
+    var streams: [3]*Exchange = undefined;
+    for (&streams) |*x| x.* = worker.acquireStreamExchange().?;
+    // The stream share is spent; the other connection's exchange is still there.
+    try std.testing.expectEqual(@as(?*Exchange, null), worker.acquireStreamExchange());
+    const other = worker.acquireExchange().?;
+    try std.testing.expectEqual(@as(?*Exchange, null), worker.acquireExchange());
+    // A stream's exchange comes back to the stream share, not to the connections'.
+    worker.releaseExchange(streams[0]);
+    try std.testing.expectEqual(@as(?*Exchange, null), worker.acquireExchange());
+    try std.testing.expectEqual(@as(u32, 2), worker.stream_exchanges_busy);
+    streams[0] = worker.acquireStreamExchange().?;
+    for (streams) |x| worker.releaseExchange(x);
+    worker.releaseExchange(own);
+    worker.releaseExchange(other);
+    try std.testing.expectEqual(@as(u32, 0), worker.stream_exchanges_busy);
+    try std.testing.expectEqual(@as(u32, 0), worker.exchanges_busy);
 }
 
 /// Resident memory of this process, from /proc/self/statm.

@@ -35,7 +35,8 @@ pub const Shared = struct {
     /// `listening`.
     pub fn initWorker(shared: *Shared, worker: *Worker, listening: *const Listening) !void {
         try worker.init(shared.gpa, shared.config, shared.dispatch, .{
-            .connections_max = Config.exchangesPerConnection(shared.config),
+            .connections_max = 1,
+            .stream_exchanges_max = Config.streamExchanges(shared.config, true),
             .large_buffers_max = 1,
             .budget = shared.budget,
             .session_pool = shared.session_pool,

@@ -561,7 +561,8 @@ fn fuzzHttp2Session(_: void, smith: *testing.Smith) anyerror!void {
         var context: u8 = 0;
         var worker: Worker = undefined;
         try worker.init(testing.allocator, &config, .{ .context = &context, .handle = EchoHandler.handle }, .{
-            .connections_max = 1 + config.http2_streams_max,
+            .connections_max = 1,
+            .stream_exchanges_max = config.http2_streams_max,
             .large_buffers_max = 1,
             .budget = &budget,
         });

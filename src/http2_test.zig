@@ -97,7 +97,7 @@ const Fixture = struct {
             .handle = Handler.handle,
             // Every test here also runs the bookkeeping of `onDone`.
             .on_done = Handler.onDone,
-        }, .{ .connections_max = 1 + config.http2_streams_max, .large_buffers_max = 2, .budget = &fixture.budget });
+        }, .{ .connections_max = 1, .stream_exchanges_max = config.http2_streams_max, .large_buffers_max = 2, .budget = &fixture.budget });
         fixture.worker.date.update(784111777);
     }
 

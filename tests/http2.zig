@@ -1095,3 +1095,43 @@ test "review: a pulled body deferred behind a streaming pool handler and answere
         // `running.stop()` (deferred) checks that the worker gave back what it took.
     }
 }
+
+test "streams held open on a few connections cannot take the exchanges every other connection needs: HTTP/1.1 and h2c clients are still served" {
+    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        // One worker with 24 exchanges (connections_max); each HTTP/2 connection may open 10
+        // streams. Three attackers each open all 10 with a body that never comes (held for
+        // body_timeout_ms): 3 × (1 + 10) exchanges wanted, more than the worker has.
+        const running = try Running.start(kind, .{ .workers = 1, .connections_max = 24, .http2_streams_max = 10 });
+        defer running.stop();
+        var attackers: [3]Client = undefined;
+        var open: usize = 0;
+        defer for (attackers[0..open]) |*a| a.close();
+        for (&attackers) |*a| {
+            var frames: Frames = undefined;
+            try frames.init(&.{});
+            defer frames.deinit();
+            var id: u31 = 1;
+            for (0..10) |_| {
+                try frames.post(id, "/echo");
+                id += 2;
+            }
+            a.* = try Client.connectPlain(running.plainPort(), 10_000);
+            open += 1;
+            try a.send(frames.bytes.items);
+        }
+        // Let the server take every attacker's frames before the clients come.
+        var pause: std.os.linux.timespec = .{ .sec = 0, .nsec = 200 * std.time.ns_per_ms };
+        _ = std.os.linux.nanosleep(&pause, null);
+        for (0..3) |_| {
+            const response = try Client.fetchPlain(testing.allocator, running.plainPort(), "GET /h1 HTTP/1.1\r\nHost: t\r\n\r\n");
+            defer response.deinit(testing.allocator);
+            try testing.expectEqual(@as(u16, 200), response.status);
+            try testing.expectEqualStrings("/h1 over HTTP/1.1", response.body);
+        }
+        var url: [64]u8 = undefined;
+        const result = run(&.{ "curl", "--silent", "--http2-prior-knowledge", try std.mem.print(&url, "http://127.0.0.1:{d}/h2", .{running.plainPort()}) }) catch |err| return skipWithout("curl", err);
+        defer freeResult(result);
+        try testing.expectEqualStrings("/h2 over HTTP/2.0", result.stdout);
+    }
+}
