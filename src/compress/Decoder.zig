@@ -775,3 +775,40 @@ test "Decoder: a br ring larger than the decoded limit could need is refused bef
     try testing.expectError(error.Truncated, decoder.decodeInto(header, &.{}, &out));
     try testing.expect(decoder.stateBytes().peak > 1 << 24);
 }
+
+test "Decoder: streams with the encoder's largest windows decode within stateBytesMax" {
+    const gpa = testing.allocator;
+    const negotiate = @import("negotiate.zig");
+    const input = try textTest(gpa, 9 * 1024 * 1024, 17);
+    defer gpa.free(input);
+    for ([_]negotiate.Coding{ .zstd, .br }) |encoding| {
+        // Streamed, so the window is not shrunk to the input: zstd's 8 MiB, br's 4 MiB.
+        var encoder: Encoder = undefined;
+        const window_log = Encoder.windowLogs(encoding).max;
+        try encoder.init(gpa, .{ .coding = encoding, .level = Encoder.default_levels.get(encoding), .window_log = window_log });
+        defer encoder.deinit();
+        var coded: std.ArrayList(u8) = .empty;
+        defer coded.deinit(gpa);
+        var out: [64 * 1024]u8 = undefined;
+        var rest: []const u8 = input;
+        while (rest.len > 0) {
+            const progress = try encoder.write(rest, &out);
+            try coded.appendSlice(gpa, out[0..progress.produced]);
+            rest = rest[progress.consumed..];
+        }
+        while (true) {
+            const drain = try encoder.finish(&out);
+            try coded.appendSlice(gpa, out[0..drain.produced]);
+            if (drain.done) break;
+        }
+        const coding: Coding = if (encoding == .zstd) .zstd else .br;
+        var decoder: Decoder = undefined;
+        try decoder.init(gpa, .{ .coding = coding, .decoded_bytes_max = input.len });
+        defer decoder.deinit();
+        try testing.expectEqual(input.len, try decoder.decodeInto(coded.items, &.{}, &out));
+        const peak = decoder.stateBytes().peak;
+        errdefer std.debug.print("{t}: peak {d} of {d}\n", .{ coding, peak, stateBytesMax(coding, input.len) });
+        try testing.expect(peak > @as(usize, 1) << window_log);
+        try testing.expect(peak <= stateBytesMax(coding, input.len));
+    }
+}
