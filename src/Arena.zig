@@ -85,6 +85,39 @@ const vtable: Allocator.VTable = .{
     .free = free,
 };
 
+/// An allocator for memory a request frees block by block before it ends (a decoder's state
+/// and scratch buffers, which a library frees and takes again as it goes): blocks straight
+/// from `backing`, each taken from the server's budget and given back when freed, so they
+/// count toward `overflow_bytes_max` like the arena's own blocks but, unlike them, are reused
+/// as soon as they are freed instead of held to the end of the request. Not counted toward
+/// `request_bytes_max`: the caller bounds what it takes. Every block must be freed before the
+/// request ends (nothing else will).
+pub fn heap(arena: *Arena) Allocator {
+    return .{ .ptr = arena, .vtable = &heap_vtable };
+}
+
+const heap_vtable: Allocator.VTable = .{
+    .alloc = heapAlloc,
+    .resize = Allocator.noResize,
+    .remap = Allocator.noRemap,
+    .free = heapFree,
+};
+
+fn heapAlloc(context: *anyopaque, len: usize, alignment: Alignment, ret_addr: usize) ?[*]u8 {
+    const arena: *Arena = @ptrCast(@alignCast(context));
+    if (!arena.budget.take(len)) return null;
+    return arena.backing.rawAlloc(len, alignment, ret_addr) orelse {
+        arena.budget.give(len);
+        return null;
+    };
+}
+
+fn heapFree(context: *anyopaque, memory: []u8, alignment: Alignment, ret_addr: usize) void {
+    const arena: *Arena = @ptrCast(@alignCast(context));
+    arena.backing.rawFree(memory, alignment, ret_addr);
+    arena.budget.give(memory.len);
+}
+
 /// A snapshot of an arena's counters.
 pub const Stats = struct {
     /// Size of the preallocated region (`Config.arena_bytes`).
@@ -284,6 +317,24 @@ test "Arena: one request is held to request_bytes_max; the next starts afresh" {
     _ = try a.alloc(u8, 2000);
     try std.testing.expectEqual(@as(u64, 1), arena.stats().fallback_count);
     try std.testing.expectEqual(@as(u64, 2), arena.stats().server_fallback_count);
+}
+
+test "Arena.heap: blocks from the budget, given back as each is freed" {
+    var region: [64]u8 = undefined;
+    var budget: Budget = .init(10_000);
+    var arena: Arena = .init(&region, std.testing.allocator, &budget);
+    defer arena.reset();
+    const heap_allocator = arena.heap();
+    const a = try heap_allocator.alloc(u8, 6000);
+    try std.testing.expectEqual(4000, budget.remaining.load(.monotonic));
+    try std.testing.expectError(error.OutOfMemory, heap_allocator.alloc(u8, 4001));
+    const b = try heap_allocator.alloc(u8, 4000);
+    heap_allocator.free(a);
+    try std.testing.expectEqual(6000, budget.remaining.load(.monotonic));
+    heap_allocator.free(b);
+    try std.testing.expectEqual(10_000, budget.remaining.load(.monotonic));
+    // The arena's own counts are untouched.
+    try std.testing.expectEqual(0, arena.stats().fallback_count);
 }
 
 test "Arena: freeing the newest heap block gives it back at once" {

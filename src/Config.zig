@@ -90,6 +90,13 @@ header_bytes_max: u32 = 64 * 1024,
 header_count_max: u16 = 100,
 /// Largest request body after chunked decoding (413 beyond).
 body_bytes_max: u64 = 8 * 1024 * 1024,
+/// Largest request body after undoing its `Content-Encoding`, for a handler that declares
+/// `decodes_content_encoding` (docs/compression.md). Decoding stops with 413 as soon as the
+/// body decodes past it, so a small body that would inflate to gigabytes (a decompression
+/// bomb) costs no more memory than this: each stage of stacked codings is held to it, and
+/// the decoded body takes exactly its length from the request arena. null: `body_bytes_max`,
+/// so a handler gets no larger a body decoded than it would get sent as it is.
+decoded_body_bytes_max: ?u64 = null,
 /// Largest request body a handler receives in pieces through `onBody` (413 beyond).
 streamed_body_bytes_max: u64 = 1024 * 1024 * 1024,
 /// Longest chunk extension list on one chunk line (400 beyond).
@@ -438,6 +445,10 @@ pub fn validate(config: *const Config, reason: *[]const u8) Error!void {
             .why = "arena_request_bytes_max must be at least arena_bytes + body_bytes_max (buffered bodies live in the arena)",
         },
         .{
+            .ok = config.decodedBodyBytesMax() <= config.arena_request_bytes_max -| config.arena_bytes,
+            .why = "decoded_body_bytes_max must not exceed arena_request_bytes_max - arena_bytes (decoded bodies live in the arena)",
+        },
+        .{
             .ok = !config.anyTls() or config.tls_handshake_timeout_ms > 0,
             .why = "tls_handshake_timeout_ms must be positive",
         },
@@ -453,6 +464,12 @@ pub fn validate(config: *const Config, reason: *[]const u8) Error!void {
         }
     }
     try config.validateListeners(reason);
+}
+
+/// The most bytes a request body in a `Content-Encoding` may decode to:
+/// `decoded_body_bytes_max`, or `body_bytes_max` when it is null.
+pub fn decodedBodyBytesMax(config: *const Config) u64 {
+    return config.decoded_body_bytes_max orelse config.body_bytes_max;
 }
 
 /// The number of worker threads `workers` asks for on this machine.
@@ -501,6 +518,19 @@ test "Config: inconsistent limits are named" {
     const config: Config = .{ .request_line_bytes_max = 100_000 };
     try std.testing.expectError(error.InvalidConfig, config.validate(&reason));
     try std.testing.expect(std.mem.find(u8, reason, "request_line_bytes_max") != null);
+}
+
+test "Config: the decoded body limit follows body_bytes_max unless set, and fits the arena" {
+    var reason: []const u8 = "";
+    var config: Config = .{ .body_bytes_max = 1000, .arena_request_bytes_max = 64 * 1024 };
+    try config.validate(&reason);
+    try std.testing.expectEqual(1000, config.decodedBodyBytesMax());
+    config.decoded_body_bytes_max = 20_000;
+    try config.validate(&reason);
+    try std.testing.expectEqual(20_000, config.decodedBodyBytesMax());
+    config.decoded_body_bytes_max = 64 * 1024;
+    try std.testing.expectError(error.InvalidConfig, config.validate(&reason));
+    try std.testing.expect(std.mem.find(u8, reason, "decoded_body_bytes_max") != null);
 }
 
 /// The engines saker offers (`engine.Kind` names the same type).

@@ -70,6 +70,9 @@ body_source: BodySource = .buffered,
 fixed_reader: std.Io.Reader = undefined,
 /// The parameter a convenience call last refused, named in the 400 answer.
 fault: Fault = .{},
+/// How the server treats a body in a `Content-Encoding` for a handler that declares
+/// `decodes_content_encoding`: set by the connection and the server's dispatch.
+body_decoding: BodyDecoding = .{},
 
 /// Longest parameter name kept for an error message (longer ones are cut).
 pub const fault_name_bytes_max = 32;
@@ -96,6 +99,17 @@ pub const Fault = struct {
         if (recorded != err) return null;
         return fault.name_buffer[0..fault.name_len];
     }
+};
+
+/// What the server's dispatch needs to decode a body in a `Content-Encoding` before `handle`
+/// (`Server`, docs/compression.md).
+pub const BodyDecoding = struct {
+    /// The most bytes the body may decode to (`Config.decodedBodyBytesMax()`); 0 until the
+    /// connection sets it.
+    bytes_max: u64 = 0,
+    /// `onHead` chose `.skip`: the body is never read, so there is nothing to decode, and
+    /// `handle` sees the request as it came.
+    skipped: bool = false,
 };
 
 /// Bytes of the buffer `bodyReader()` gives a streamed body's reader (from `arena`): the most
@@ -206,8 +220,9 @@ pub fn header(req: *const Request, name: []const u8) ?[]const u8 {
 
 /// Whether the body is sent in a content coding (RFC 9110 §8.4): a body, and a
 /// `Content-Encoding` that names anything but `identity`. The server refuses such a request
-/// with 415 unless the handler declares `pub const accepts_content_encoding = true` (it then
-/// decodes the body itself).
+/// with 415 unless the handler declares `pub const decodes_content_encoding = true` (the
+/// server then decodes the body before `handle`, which sees it decoded and this false) or
+/// `pub const accepts_content_encoding = true` (the handler decodes it itself).
 pub fn hasCodedBody(req: *const Request) bool {
     if (req.content_length == null and !req.chunked) return false;
     for (req.headers) |field| {

@@ -21,6 +21,7 @@ const Prefork = @import("Prefork.zig");
 const BodyAction = Worker.BodyAction;
 const engine = @import("engine.zig");
 const websocket = @import("websocket.zig");
+const body_decoding = @import("body_decoding.zig");
 const socket = engine.socket;
 
 const log = std.log.scoped(.saker);
@@ -70,6 +71,14 @@ pub fn checkHandler(comptime Handler: type) void {
         ") bool");
     if (@hasDecl(Handler, "onBody") and !@hasDecl(Handler, "onHead"))
         @compileError(@typeName(Handler) ++ " declares onBody but no `pub fn onHead(...) !saker.BodyAction` to ask for a streamed body");
+    if (declares(Handler, "accepts_content_encoding") and declares(Handler, "decodes_content_encoding"))
+        @compileError(@typeName(Handler) ++ " declares both accepts_content_encoding (it decodes request bodies itself) " ++
+            "and decodes_content_encoding (the server decodes them for it): keep one");
+}
+
+/// Whether `Handler` declares `pub const name = true`.
+fn declares(comptime Handler: type, comptime name: []const u8) bool {
+    return @hasDecl(Handler, name) and @field(Handler, name);
 }
 
 /// RFC 9110 §15.5.16: a body in a coding the handler does not decode is 415, and
@@ -486,20 +495,44 @@ pub fn Server(comptime Handler: type) type {
         }
 
         /// Whether the handler decodes request bodies sent in a content coding itself
-        /// (`pub const accepts_content_encoding = true`); otherwise the server refuses them.
-        const accepts_content_encoding = @hasDecl(Handler, "accepts_content_encoding") and Handler.accepts_content_encoding;
+        /// (`pub const accepts_content_encoding = true`).
+        const accepts_content_encoding = declares(Handler, "accepts_content_encoding");
+        /// Whether the server decodes them for the handler before `handle`
+        /// (`pub const decodes_content_encoding = true`, `body_decoding.zig`). With neither,
+        /// the server refuses them (415).
+        const decodes_content_encoding = declares(Handler, "decodes_content_encoding");
 
         fn dispatchHandle(context: *anyopaque, req: *Request, res: *Response) anyerror!void {
             const handler: *Handler = @ptrCast(@alignCast(context));
-            if (!accepts_content_encoding and req.hasCodedBody()) return refuseCodedBody(res);
+            if (!accepts_content_encoding and req.hasCodedBody()) {
+                if (!decodes_content_encoding) return refuseCodedBody(res);
+                // A skipped body was never read: the handler sees the request as it came.
+                if (!req.body_decoding.skipped) switch (try body_decoding.decode(req, res)) {
+                    .decoded => {},
+                    .answered => return,
+                };
+            }
             return handler.handle(req, res);
         }
 
         fn dispatchOnHead(context: *anyopaque, req: *Request, res: *Response) anyerror!BodyAction {
             const handler: *Handler = @ptrCast(@alignCast(context));
-            // Not worth reading: `handle` answers 415 (`dispatchHandle`).
-            if (!accepts_content_encoding and req.hasCodedBody()) return .skip;
-            return handler.onHead(req, res);
+            if (accepts_content_encoding or !req.hasCodedBody()) return handler.onHead(req, res);
+            // Not worth reading: `handle` answers 415 (`dispatchHandle`), without asking the
+            // handler, whose body it could not decode.
+            if (!decodes_content_encoding or !body_decoding.decodable(req)) return .skip;
+            const action = try handler.onHead(req, res);
+            switch (action) {
+                .buffer => {},
+                .skip => req.body_decoding.skipped = true,
+                // Only a buffered body is decoded: the handler is not asked for one in a
+                // coding, and the answer prepared here goes out (as from a failed onHead).
+                .stream, .reader => {
+                    try body_decoding.refuseUnbuffered(res);
+                    return error.CodedBodyNotBuffered;
+                },
+            }
+            return action;
         }
 
         fn dispatchOnBody(context: *anyopaque, req: *Request, res: *Response, chunk: []const u8) anyerror!void {

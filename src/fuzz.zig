@@ -14,7 +14,9 @@
 //!   answers with well-formed server frames (at most one close, last, with a code allowed on
 //!   the wire), terminates, and returns every buffer;
 //! - `Accept-Encoding` negotiation answers any bytes with an offered coding (or identity), the
-//!   same whether the field comes whole, cut into several lines at a comma, or uppercased.
+//!   same whether the field comes whole, cut into several lines at a comma, or uppercased;
+//! - a request body in a content coding decodes to the same bytes (or fails) whole and fed in
+//!   pieces through small buffers, never past its limit, freeing everything.
 //! `zig build test` replays the corpus below once per entry; `zig build fuzz --fuzz=N` fuzzes
 //! (ReleaseFast; a failure prints the input and saves it under .zig-cache/f/).
 const std = @import("std");
@@ -661,4 +663,89 @@ fn fuzzAcceptEncoding(_: void, smith: *testing.Smith) anyerror!void {
 
 test "fuzz: Accept-Encoding negotiation never fails and reads split or uppercased lines the same" {
     try testing.fuzz({}, fuzzAcceptEncoding, .{ .corpus = &accept_encoding_corpus });
+}
+
+/// A corpus entry for `fuzzBodyDecoding`: the coded bytes, then the coding, the limit's choice
+/// and the seed, as the 8-byte little-endian values `smith.value` reads.
+fn codedEntry(comptime bytes: []const u8, comptime coding: compress.Decoder.Coding, comptime limit: u8) []const u8 {
+    comptime {
+        var values: [24]u8 = @splat(0);
+        values[0] = @backingInt(coding);
+        values[8] = limit;
+        values[16] = bytes.len % 251;
+        const final = values;
+        return entry(bytes) ++ &final;
+    }
+}
+
+const body_decoding_corpus = [_][]const u8{
+    // "hello, saker\n" by Python's gzip, zlib, brotli and zstandard (decoder tests).
+    codedEntry("\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03\xcb\x48\xcd\xc9\xc9\xd7\x51\x28\x4e\xcc\x4e\x2d\xe2\x02\x00\x69\x1e\xdd\xee\x0d\x00\x00\x00", .gzip, 0),
+    codedEntry("\x78\x9c\xcb\x48\xcd\xc9\xc9\xd7\x51\x28\x4e\xcc\x4e\x2d\xe2\x02\x00\x21\x74\x04\x81", .deflate, 1),
+    codedEntry("\x0b\x06\x80\x68\x65\x6c\x6c\x6f\x2c\x20\x73\x61\x6b\x65\x72\x0a\x03", .br, 0),
+    codedEntry("\x28\xb5\x2f\xfd\x20\x0d\x69\x00\x00\x68\x65\x6c\x6c\x6f\x2c\x20\x73\x61\x6b\x65\x72\x0a", .zstd, 1),
+    codedEntry("\x28\xb5\x2f\xfd\x00\x58\x69\x00\x00\x68\x65\x6c\x6c\x6f\x2c\x20\x73\x61\x6b\x65\x72\x0a", .zstd, 2),
+    // Two gzip members; a cut one; a zstd frame asking for a 16 MiB window; a br stream
+    // declaring a 16 MiB meta-block.
+    codedEntry("\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03\xcb\x48\xcd\xc9\xc9\xd7\x51\x28\x4e\xcc\x4e\x2d\xe2\x02\x00\x69\x1e\xdd\xee\x0d\x00\x00\x00" ++
+        "\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03\xcb\x48\xcd\xc9\xc9\xd7\x51\x28\x4e\xcc\x4e\x2d\xe2\x02\x00\x69\x1e\xdd\xee\x0d\x00\x00\x00", .gzip, 0),
+    codedEntry("\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03\xcb\x48\xcd\xc9\xc9\xd7\x51\x28", .gzip, 0),
+    codedEntry("\x28\xb5\x2f\xfd\x00\x70\x01\x00\x00", .zstd, 0),
+    codedEntry("\xcf\xff\xff\xff" ++ "abc", .br, 1),
+    codedEntry("not compressed at all", .br, 0),
+};
+
+fn fuzzBodyDecoding(_: void, smith: *testing.Smith) anyerror!void {
+    const Decoder = compress.Decoder;
+    const gpa = testing.allocator;
+    var buffer: [1024]u8 = undefined;
+    const coded = buffer[0..smith.slice(&buffer)];
+    const coding = smith.value(Decoder.Coding);
+    const limit: usize = switch (smith.value(u2)) {
+        0 => 64 * 1024,
+        1 => 13,
+        2 => 12,
+        3 => 0,
+    };
+    var prng: std.Random.DefaultPrng = .init(smith.value(u64));
+    const random = prng.random();
+    const options: Decoder.Options = .{ .coding = coding, .decoded_bytes_max = limit };
+    const whole = Decoder.decodeAll(.{ .output = gpa, .scratch = gpa }, options, coded);
+    defer if (whole) |bytes| gpa.free(bytes) else |_| {};
+    if (whole) |bytes| try testing.expect(bytes.len <= limit) else |err| try testing.expect(err != error.OutOfMemory);
+    if (coded.len == 0) return testing.expectEqual(0, (try whole).len);
+
+    // The same bytes in pieces of any length, through output buffers of 1 to 64 bytes.
+    var decoder: Decoder = undefined;
+    try decoder.init(gpa, options);
+    defer decoder.deinit();
+    var streamed: std.ArrayList(u8) = .empty;
+    defer streamed.deinit(gpa);
+    const outcome: Decoder.WholeError!void = feed: {
+        var rest: []const u8 = coded;
+        var window: [64]u8 = undefined;
+        while (rest.len > 0) {
+            var piece = rest[0..random.intRangeAtMost(usize, 1, rest.len)];
+            rest = rest[piece.len..];
+            while (true) {
+                const out = window[0..random.intRangeAtMost(usize, 1, window.len)];
+                const progress = decoder.write(piece, out) catch |err| break :feed err;
+                try streamed.appendSlice(gpa, out[0..progress.produced]);
+                piece = piece[progress.consumed..];
+                if (piece.len == 0 and progress.produced < out.len) break;
+                if (progress.consumed == 0 and progress.produced == 0) break :feed error.Corrupt;
+            }
+        }
+        if (!decoder.finished()) break :feed error.Truncated;
+    };
+    if (whole) |bytes| {
+        try outcome;
+        try testing.expectEqualSlices(u8, bytes, streamed.items);
+    } else |_| {
+        if (outcome) |_| return error.TestUnexpectedResult else |err| try testing.expect(err != error.OutOfMemory);
+    }
+}
+
+test "fuzz: a coded request body decodes the same whole and in pieces, within its limit" {
+    try testing.fuzz({}, fuzzBodyDecoding, .{ .corpus = &body_decoding_corpus });
 }

@@ -54,7 +54,8 @@ pub const percent = @import("percent.zig");
 /// The PROXY protocol header (v1, v2) and the networks it is taken from.
 pub const proxy_header = @import("proxy_header.zig");
 pub const content_type = @import("content_type.zig");
-/// Compression on the fly: `Accept-Encoding` negotiation and a streaming zstd/br/gzip encoder.
+/// Compression on the fly: `Accept-Encoding` negotiation and a streaming zstd/br/gzip
+/// encoder; and the decoders that undo a request body's `Content-Encoding`.
 pub const compress = @import("compress.zig");
 pub const cookies = @import("app/cookies.zig");
 pub const multipart = @import("app/multipart.zig");
@@ -70,6 +71,7 @@ pub const Done = @import("Done.zig");
 test {
     std.testing.refAllDecls(@This());
     _ = @import("fuzz.zig");
+    _ = @import("body_decoding.zig");
     // Suites that drive sessions through the simulated engine: pulled in from here, so the
     // test-only path to engine/driver.zig joins no import cycle of the library's files.
     _ = @import("connection_test.zig");

@@ -14,6 +14,7 @@ const nowUs = @import("clock.zig").nowUs;
 test {
     _ = @import("static.zig");
     _ = @import("compress.zig");
+    _ = @import("body_decoding.zig");
     _ = @import("proxy.zig");
     _ = @import("metrics.zig");
     _ = @import("request_id.zig");

@@ -44,6 +44,7 @@ const std = @import("std");
 const assert = std.debug.assert;
 const c = @import("c.zig");
 const Coding = @import("negotiate.zig").Coding;
+const Memory = @import("Memory.zig");
 
 coding: Coding,
 phase: Phase,
@@ -451,83 +452,6 @@ fn stepGzip(stream: *c.z_stream, operation: Operation, input: []const u8, output
     };
     return .{ .consumed = consumed, .produced = produced, .done = done };
 }
-
-/// The C libraries' allocation callbacks, over a Zig allocator. Each block carries its size
-/// and source in a header, since the libraries free by address alone.
-const Memory = struct {
-    allocator: std.mem.Allocator,
-    /// When `allocator` refuses, take the block from the C heap instead of failing. For br:
-    /// libbrotlienc as Debian (and brotli's own build) ships it calls `exit(EXIT_FAILURE)`
-    /// when an allocation fails (`BROTLI_ENCODER_EXIT_ON_OOM`), which would end the server.
-    c_heap_fallback: bool = false,
-    /// Bytes held now and at most, headers included, from both sources.
-    bytes: usize = 0,
-    bytes_peak: usize = 0,
-    /// Blocks taken from the C heap because `allocator` refused.
-    fallbacks: usize = 0,
-    /// An allocation failed during the current call: tells out of memory from misuse when a
-    /// library reports a failure.
-    failed: bool = false,
-
-    /// glibc's malloc alignment, which the libraries assume.
-    const alignment: std.mem.Alignment = .@"16";
-    const header_bytes = alignment.toByteUnits();
-    const Source = enum(usize) { allocator, c_heap };
-    comptime {
-        assert(header_bytes >= 2 * @sizeOf(usize));
-    }
-
-    fn allocSized(context: ?*anyopaque, size: usize) callconv(.c) ?*anyopaque {
-        const memory: *Memory = @ptrCast(@alignCast(context.?));
-        return memory.alloc(size);
-    }
-
-    fn allocItems(context: ?*anyopaque, items: c_uint, size: c_uint) callconv(.c) ?*anyopaque {
-        const memory: *Memory = @ptrCast(@alignCast(context.?));
-        // Two 32-bit factors: the product fits a 64-bit usize.
-        comptime assert(@bitSizeOf(usize) >= 2 * @bitSizeOf(c_uint));
-        return memory.alloc(@as(usize, items) * size);
-    }
-
-    fn alloc(memory: *Memory, size: usize) ?*anyopaque {
-        const total = std.math.add(usize, size, header_bytes) catch {
-            memory.failed = true;
-            return null;
-        };
-        var source: Source = .allocator;
-        const block = memory.allocator.alignedAlloc(u8, alignment, total) catch blk: {
-            if (!memory.c_heap_fallback) {
-                memory.failed = true;
-                return null;
-            }
-            source = .c_heap;
-            memory.fallbacks += 1;
-            break :blk std.heap.c_allocator.alignedAlloc(u8, alignment, total) catch {
-                memory.failed = true;
-                return null;
-            };
-        };
-        const words: *[2]usize = @ptrCast(block.ptr);
-        words.* = .{ total, @backingInt(source) };
-        memory.bytes += total;
-        memory.bytes_peak = @max(memory.bytes_peak, memory.bytes);
-        return block.ptr + header_bytes;
-    }
-
-    fn free(context: ?*anyopaque, address: ?*anyopaque) callconv(.c) void {
-        const memory: *Memory = @ptrCast(@alignCast(context.?));
-        const user: [*]align(header_bytes) u8 = @ptrCast(@alignCast(address orelse return));
-        const block: [*]align(header_bytes) u8 = @alignCast(user - header_bytes);
-        const words: *const [2]usize = @ptrCast(block);
-        const total = words[0];
-        assert(total >= header_bytes and total <= memory.bytes);
-        memory.bytes -= total;
-        switch (@as(Source, @fromBackingInt(words[1]))) {
-            .allocator => memory.allocator.free(block[0..total]),
-            .c_heap => std.heap.c_allocator.free(block[0..total]),
-        }
-    }
-};
 
 const testing = std.testing;
 const decode = @import("decode.zig");

@@ -4,7 +4,7 @@
 //! headers, as for OpenSSL (`tls/openssl.zig`). Each declaration follows the library's header
 //! of the same version (`zstd.h`, `brotli/encode.h`, `brotli/decode.h`, `zlib.h`); the
 //! constants are those headers' values, which each library keeps stable across its ABI
-//! (`.so.1`). The brotli decoder is declared for the tests only: saker never decodes.
+//! (`.so.1`). The decoders undo a request body's `Content-Encoding` (`Decoder.zig`).
 
 // zstd (zstd.h, zstd_errors.h).
 
@@ -38,6 +38,7 @@ pub const ZSTD_EndDirective = enum(c_int) {
 
 /// `ZSTD_ErrorCode` values below 100 are stable since zstd 1.3.1 (`zstd_errors.h`).
 pub const ZSTD_error_memory_allocation: c_int = 64;
+pub const ZSTD_error_frameParameter_windowTooLarge: c_int = 16;
 
 pub const ZSTD_allocFunction = fn (state: ?*anyopaque, size: usize) callconv(.c) ?*anyopaque;
 pub const ZSTD_freeFunction = fn (state: ?*anyopaque, address: ?*anyopaque) callconv(.c) void;
@@ -60,6 +61,32 @@ pub extern fn ZSTD_compressBound(src_size: usize) usize;
 pub extern fn ZSTD_isError(code: usize) c_uint;
 pub extern fn ZSTD_getErrorCode(code: usize) c_int;
 pub extern fn ZSTD_getErrorName(code: usize) [*:0]const u8;
+
+pub const ZSTD_DCtx = opaque {};
+
+/// `ZSTD_dParameter`: only the value saker sets.
+pub const ZSTD_dParameter = enum(c_int) {
+    /// log2 of the largest window a frame may ask for; a frame that asks for more fails with
+    /// `frameParameter_windowTooLarge` before anything is allocated for it.
+    windowLogMax = 100,
+};
+
+/// `ZSTD_ResetDirective`.
+pub const ZSTD_ResetDirective = enum(c_int) {
+    session_only = 1,
+    parameters = 2,
+    session_and_parameters = 3,
+};
+
+/// In the "static linking only" part of `zstd.h`, exported by libzstd.so.1 with this
+/// signature since 1.0, as `ZSTD_createCCtx_advanced`.
+pub extern fn ZSTD_createDCtx_advanced(custom_mem: ZSTD_customMem) ?*ZSTD_DCtx;
+pub extern fn ZSTD_freeDCtx(dctx: ?*ZSTD_DCtx) usize;
+pub extern fn ZSTD_DCtx_setParameter(dctx: *ZSTD_DCtx, param: ZSTD_dParameter, value: c_int) usize;
+pub extern fn ZSTD_DCtx_reset(dctx: *ZSTD_DCtx, reset: ZSTD_ResetDirective) usize;
+/// 0 once a frame is decoded and flushed whole; otherwise a hint of the input still wanted,
+/// or an error code.
+pub extern fn ZSTD_decompressStream(dctx: *ZSTD_DCtx, output: *ZSTD_outBuffer, input: *ZSTD_inBuffer) usize;
 
 // brotli (brotli/encode.h, brotli/decode.h, brotli/types.h). BROTLI_BOOL is a C int.
 
@@ -174,3 +201,11 @@ pub extern fn zlibVersion() [*:0]const u8;
 pub extern fn deflateInit2_(strm: *z_stream, level: c_int, method: c_int, window_bits: c_int, mem_level: c_int, strategy: c_int, version: [*:0]const u8, stream_size: c_int) c_int;
 pub extern fn deflate(strm: *z_stream, flush: c_int) c_int;
 pub extern fn deflateEnd(strm: *z_stream) c_int;
+
+pub const Z_NEED_DICT = 2;
+
+pub extern fn inflateInit2_(strm: *z_stream, window_bits: c_int, version: [*:0]const u8, stream_size: c_int) c_int;
+pub extern fn inflate(strm: *z_stream, flush: c_int) c_int;
+/// Starts a new stream, keeping the state and window allocated.
+pub extern fn inflateReset(strm: *z_stream) c_int;
+pub extern fn inflateEnd(strm: *z_stream) c_int;

@@ -599,6 +599,7 @@ fn prepare(c: *Session, x: *Exchange, body: []const u8) void {
     x.request.peer = if (c.connection().peer) |peer| peer.* else null;
     x.request.tls_session = c.connection().transport.facts();
     x.request.server_draining = @atomicLoad(bool, &c.worker().draining, .monotonic); // set by the engine
+    x.request.body_decoding.bytes_max = c.worker().config.decodedBodyBytesMax();
     const free = x.out.len - x.out_len;
     const body_buffer = if (free >= Exchange.head_reserve + 256)
         x.out[x.out_len + Exchange.head_reserve ..]

@@ -1415,6 +1415,7 @@ fn prepare(s: *Session, st: *Stream, head: *const http.RequestHead) void {
     x.request.peer = if (s.connection().peer) |peer| peer.* else null;
     x.request.tls_session = s.connection().transport.facts();
     x.request.server_draining = @atomicLoad(bool, &w.draining, .monotonic);
+    x.request.body_decoding.bytes_max = w.config.decodedBodyBytesMax();
     x.request.keep_alive = true;
     // A body follows whose length was not declared: what `chunked` says over HTTP/1.1.
     x.request.chunked = !st.remote_closed and x.request.content_length == null;
