@@ -327,12 +327,16 @@ test "body_decoding: a coded body read as it arrives is 415; one onHead skips re
         defer running.stop();
         for ([_][]const u8{ "/stream", "/reader" }) |target| {
             errdefer std.debug.print("{s}\n", .{target});
-            var client = try Client.connect(running.port(), 10_000);
-            defer client.close();
-            const refused = try post(&client, target, "zstd", body.coded, .length);
-            defer refused.deinit(testing.allocator);
-            try expectStatus(refused, 415, "read as it arrives");
-            try testing.expectEqualStrings("identity", refused.header("Accept-Encoding").?);
+            {
+                // Closed before the next connection: over HTTP/2 the server keeps it open,
+                // and the blocking engine serves one connection at a time.
+                var client = try Client.connect(running.port(), 10_000);
+                defer client.close();
+                const refused = try post(&client, target, "zstd", body.coded, .length);
+                defer refused.deinit(testing.allocator);
+                try expectStatus(refused, 415, "read as it arrives");
+                try testing.expectEqualStrings("identity", refused.header("Accept-Encoding").?);
+            }
             // Without a coding it is read as asked.
             var again = try Client.connect(running.port(), 10_000);
             defer again.close();
@@ -340,14 +344,16 @@ test "body_decoding: a coded body read as it arrives is 415; one onHead skips re
             defer served.deinit(testing.allocator);
             try testing.expectEqual(@as(u16, 200), served.status);
         }
-        var client = try Client.connect(running.port(), 10_000);
-        defer client.close();
-        const skipped = try post(&client, "/skip", "zstd", body.coded, .length);
-        defer skipped.deinit(testing.allocator);
-        try testing.expectEqual(@as(u16, 200), skipped.status);
-        try testing.expectEqualStrings("zstd", skipped.header("X-Seen-Encoding").?);
-        try testing.expectEqualStrings("yes", skipped.header("X-Seen-Coded").?);
-        try testing.expectEqual(0, skipped.body.len);
+        {
+            var client = try Client.connect(running.port(), 10_000);
+            defer client.close();
+            const skipped = try post(&client, "/skip", "zstd", body.coded, .length);
+            defer skipped.deinit(testing.allocator);
+            try testing.expectEqual(@as(u16, 200), skipped.status);
+            try testing.expectEqualStrings("zstd", skipped.header("X-Seen-Encoding").?);
+            try testing.expectEqualStrings("yes", skipped.header("X-Seen-Coded").?);
+            try testing.expectEqual(0, skipped.body.len);
+        }
         var buffered_client = try Client.connect(running.port(), 10_000);
         defer buffered_client.close();
         const buffered = try post(&buffered_client, "/buffer", "zstd", body.coded, .length);
