@@ -76,7 +76,7 @@ pub const Slot = struct {
     worker: ?*WorkerPool.PoolWorker,
     /// Blocking output for handlers that stream (they run on the pool thread).
     sink: Connection.Sink,
-    cork: socket.Cork,
+    file_send: socket.FileSend,
     /// The worker's WebSocket wake eventfd is in this poller's epoll set (edge-triggered),
     /// so messages sent from other threads wake a parked WebSocket connection.
     wake_registered: bool,
@@ -280,7 +280,7 @@ pub fn onAccept(poller: *Poller, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) vo
     slot.fd = fd;
     slot.peer = peer;
     slot.worker = null;
-    slot.cork = .{};
+    slot.file_send = .{};
     slot.wake_registered = false;
     slot.sink = .{ .context = slot, .writeAll = WorkerPool.sinkWriteAll, .read = WorkerPool.sinkRead };
     // No worker yet: a pool thread lends one when the connection has work (see `Slot`).
