@@ -15,6 +15,7 @@ const linux = std.os.linux;
 const socket = @import("socket.zig");
 const engine = @import("../engine.zig");
 const sync = @import("../sync.zig");
+const clock = @import("../clock.zig");
 const Worker = @import("../Worker.zig");
 const Connection = @import("../Connection.zig");
 const WorkerPool = @import("WorkerPool.zig");
@@ -254,9 +255,7 @@ fn waitMs(poller: *const Poller) i32 {
 }
 
 fn updateClock(poller: *Poller) void {
-    var now: linux.timespec = undefined;
-    _ = linux.clock_gettime(.MONOTONIC_COARSE, &now);
-    poller.now_ms = @as(u64, @intCast(now.sec)) * 1000 + @as(u64, @intCast(now.nsec)) / std.time.ns_per_ms;
+    poller.now_ms = clock.milliseconds(.MONOTONIC_COARSE);
 }
 
 fn add(epoll_fd: linux.fd_t, fd: linux.fd_t, events: u32, data: u64) error{SystemResources}!void {
