@@ -237,6 +237,14 @@ pub fn fileFollows(c: *const Connection) ?File {
     };
 }
 
+/// Whether the connection closes once the batch being sent is out (its last response: engines
+/// then leave the rest of a file body to the kernel, see `engine/socket.zig` `FileSend`).
+pub fn closesAfterSend(c: *const Connection) bool {
+    return switch (c.protocol) {
+        inline else => |*session| session.closesAfterSend(),
+    };
+}
+
 /// The write side was shut down.
 pub fn onShutdown(c: *Connection) void {
     switch (c.protocol) {

@@ -58,9 +58,7 @@ pub fn run(gpa: std.mem.Allocator, count: u16, options: Options, child_main: Chi
 }
 
 fn nowMs() u64 {
-    var ts: linux.timespec = undefined;
-    _ = linux.clock_gettime(.MONOTONIC, &ts);
-    return @as(u64, @intCast(ts.sec)) * 1000 + @as(u64, @intCast(ts.nsec)) / std.time.ns_per_ms;
+    return @import("clock.zig").milliseconds(.MONOTONIC);
 }
 
 fn spawn(prefork: *Prefork, child: *Child) void {

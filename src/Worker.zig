@@ -8,6 +8,7 @@ const Listening = @import("Listening.zig");
 const Metrics = @import("Metrics.zig");
 const Config = @import("Config.zig");
 const mapped = @import("mapped.zig");
+const clock = @import("clock.zig");
 const Arena = @import("Arena.zig");
 const DateCache = @import("DateCache.zig");
 const Exchange = @import("Exchange.zig");
@@ -144,11 +145,10 @@ pub const Dispatch = struct {
     on_done: ?*const fn (context: *anyopaque, done: *const Done) void = null,
 };
 
-/// Microseconds of the monotonic clock (vDSO: no system call), for `Config.fine_durations`.
+/// Microseconds of the monotonic clock (vDSO: no system call, see `clock.zig`), for
+/// `Config.fine_durations`.
 pub fn fineMicros() u64 {
-    var now: std.os.linux.timespec = undefined;
-    _ = std.os.linux.clock_gettime(.MONOTONIC, &now);
-    return @as(u64, @intCast(now.sec)) * std.time.us_per_s + @as(u64, @intCast(now.nsec)) / std.time.ns_per_us;
+    return clock.microseconds(.MONOTONIC);
 }
 
 /// Marks the start of a request's exchange for `onDone` (its head is whole, or the core is
@@ -551,12 +551,8 @@ pub fn unqueueWake(worker: *Worker, session: *Session) void {
 
 /// Reads the clocks: monotonic milliseconds for timeouts, wall-clock seconds for Date.
 pub fn updateClock(worker: *Worker) void {
-    var mono: std.os.linux.timespec = undefined;
-    _ = std.os.linux.clock_gettime(.MONOTONIC_COARSE, &mono);
-    worker.now_ms = @as(u64, @intCast(mono.sec)) * 1000 + @as(u64, @intCast(mono.nsec)) / std.time.ns_per_ms;
-    var real: std.os.linux.timespec = undefined;
-    _ = std.os.linux.clock_gettime(.REALTIME_COARSE, &real);
-    worker.date.update(real.sec);
+    worker.now_ms = clock.milliseconds(.MONOTONIC_COARSE);
+    worker.date.update(clock.read(.REALTIME_COARSE).sec);
 }
 
 test "Worker: pools hand out, take back and refuse when exhausted" {

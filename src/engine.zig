@@ -7,6 +7,7 @@ const Config = @import("Config.zig");
 const Worker = @import("Worker.zig");
 const Arena = @import("Arena.zig");
 const Connection = @import("Connection.zig");
+const clock = @import("clock.zig");
 pub const Listening = @import("Listening.zig");
 
 const log = std.log.scoped(.saker);
@@ -60,9 +61,7 @@ pub const Shared = struct {
     /// they wake. `next_tick_ms` is the calling loop's own.
     pub fn tick(shared: *const Shared, next_tick_ms: *u64) void {
         const hook = shared.dispatch.tick orelse return;
-        var now: linux.timespec = undefined;
-        _ = linux.clock_gettime(.MONOTONIC_COARSE, &now);
-        const now_ms = @as(u64, @intCast(now.sec)) * 1000 + @as(u64, @intCast(now.nsec)) / std.time.ns_per_ms;
+        const now_ms = clock.milliseconds(.MONOTONIC_COARSE);
         if (now_ms < next_tick_ms.*) return;
         next_tick_ms.* = now_ms + Worker.tick_interval_ms;
         hook(shared.dispatch.context, 0);
@@ -349,9 +348,7 @@ pub fn awaitAccept(control: *Control, listener_fd: linux.fd_t) AcceptWait {
 
 /// Milliseconds on the monotonic clock.
 pub fn monotonicMs() u64 {
-    var now: linux.timespec = undefined;
-    _ = linux.clock_gettime(.MONOTONIC, &now);
-    return @as(u64, @intCast(now.sec)) * 1000 + @as(u64, @intCast(now.nsec)) / std.time.ns_per_ms;
+    return clock.milliseconds(.MONOTONIC);
 }
 
 /// The engines saker offers (defined beside `Config.engine`, which imports no engine).

@@ -64,6 +64,7 @@ fn calls(comptime C: type, comptime W: type) []const Call {
         .{ .name = "onFileRead", .T = fn (*C, usize) void },
         .{ .name = "onSend", .T = fn (*C, usize) void },
         .{ .name = "fileFollows", .T = fn (*const C) ?File },
+        .{ .name = "closesAfterSend", .T = fn (*const C) bool },
         .{ .name = "onShutdown", .T = fn (*C) void },
         .{ .name = "onError", .T = fn (*C) void },
         // Time and shutdown (the engines' sweeps).

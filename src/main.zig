@@ -127,7 +127,8 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
     // Small files are sent from memory together with their head: make room for them.
     parsed.config.send_buffer_bytes = 24 * 1024;
     // Large files: at most 64 KiB unsent in the kernel per connection, and TCP_CORK only up
-    // to 256 KiB bodies; together the cheapest for server and client (see Config).
+    // to 256 KiB bodies; together the cheapest for server and client (see Config). A
+    // connection's last response is corked and unlimited whatever its size.
     parsed.config.unsent_bytes_max = 64 * 1024;
     parsed.config.cork_file_bytes_max = 256 * 1024;
     var directory: ?[]const u8 = null;

@@ -72,6 +72,7 @@ test {
     std.testing.refAllDecls(@This());
     _ = @import("fuzz.zig");
     _ = @import("body_decoding.zig");
+    _ = @import("clock.zig");
     // Suites that drive sessions through the simulated engine: pulled in from here, so the
     // test-only path to engine/driver.zig joins no import cycle of the library's files.
     _ = @import("connection_test.zig");

@@ -765,6 +765,57 @@ test "static: a 24 MiB file arrives whole on every engine, sendfile resumed afte
     }
 }
 
+test "static: a connection's last response, a large file, arrives whole before the close on every engine" {
+    // The last response's socket stays corked and loses its unsent limit (engine/socket.zig
+    // `FileSend`): the kernel finishes the body after the server closes, and the close must
+    // push its last segment.
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    const size = 6 * 1024 * 1024 + 123;
+    const data = try testing.allocator.alloc(u8, size);
+    defer testing.allocator.free(data);
+    fillLarge(data);
+    try fixture.tmp.dir.writeFile(testing.io, .{ .sub_path = "root/last.bin", .data = data });
+    const expected_hash = std.hash.Wyhash.hash(0, data);
+    const mid = data[0 .. 40 * 1024];
+    try fixture.tmp.dir.writeFile(testing.io, .{ .sub_path = "root/mid.bin", .data = mid });
+    const requests = [_][]const u8{
+        "GET /last.bin HTTP/1.0\r\n\r\n",
+        "GET /last.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        // A keep-alive response first, then the last one on the same connection.
+        "GET /last.bin HTTP/1.1\r\nHost: t\r\n\r\nGET /last.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        // A file body within the unsent limit (not a small file kept in memory): corked, and
+        // pushed by the close.
+        "GET /mid.bin HTTP/1.0\r\n\r\n",
+    };
+    for (usable(&engines)) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try Running.start(kind, fixture.root_path, .{});
+        defer running.stop();
+        for (requests, 0..) |request, i| {
+            errdefer std.debug.print("request {d}\n", .{i});
+            var client = try Client.connect(running.port(), 30_000);
+            defer client.close();
+            try client.send(request);
+            // Not reading for a while lets the socket buffers fill.
+            sleepMs(100);
+            const responses: usize = if (i == 2) 2 else 1;
+            for (0..responses) |_| {
+                const response = try client.readResponse(testing.allocator, .{});
+                defer response.deinit(testing.allocator);
+                try expectStatus(response, 200);
+                if (i == 3) {
+                    try testing.expectEqualSlices(u8, mid, response.body);
+                } else {
+                    try testing.expectEqual(@as(usize, size), response.body.len);
+                    try testing.expectEqual(expected_hash, std.hash.Wyhash.hash(0, response.body));
+                }
+            }
+            try testing.expect(try client.isClosed());
+        }
+    }
+}
+
 test "static: precompressed variants by Accept-Encoding, with Vary" {
     var fixture = try Fixture.create();
     defer fixture.destroy();

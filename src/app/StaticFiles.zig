@@ -36,6 +36,7 @@ const Request = @import("../Request.zig");
 const Response = @import("../Response.zig");
 const ResponseHead = @import("../http1/ResponseHead.zig");
 const sync = @import("../sync.zig");
+const clocks = @import("../clock.zig");
 const AccessLog = @import("AccessLog.zig");
 const Done = @import("../Done.zig");
 const fs = @import("static/fs.zig");
@@ -360,8 +361,7 @@ pub fn onDone(sf: *StaticFiles, done: *const Done) void {
     var time: AccessLog.Time = .{ .unix_seconds = clock.unix_seconds };
     if (access_log.format == .json) {
         // The JSON format's microseconds: a fine clock read, only there.
-        var now: linux.timespec = undefined;
-        _ = linux.clock_gettime(.REALTIME, &now);
+        const now = clocks.read(.REALTIME);
         time.unix_microseconds = @as(i64, now.sec) * std.time.us_per_s + @divFloor(now.nsec, std.time.ns_per_us);
     }
     access_log.append(index, done, time);
@@ -388,13 +388,9 @@ const Clock = struct {
     unix_seconds: i64,
 
     fn read() Clock {
-        var mono: linux.timespec = undefined;
-        _ = linux.clock_gettime(.MONOTONIC_COARSE, &mono);
-        var real: linux.timespec = undefined;
-        _ = linux.clock_gettime(.REALTIME_COARSE, &real);
         return .{
-            .ms = @as(u64, @intCast(mono.sec)) * 1000 + @as(u64, @intCast(mono.nsec)) / std.time.ns_per_ms,
-            .unix_seconds = real.sec,
+            .ms = clocks.milliseconds(.MONOTONIC_COARSE),
+            .unix_seconds = clocks.read(.REALTIME_COARSE).sec,
         };
     }
 };

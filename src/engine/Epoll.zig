@@ -56,7 +56,7 @@ const Slot = struct {
     peer_closed: bool,
     /// The client's address (the connection points at it).
     peer: ?std.Io.net.IpAddress,
-    cork: socket.Cork,
+    file_send: socket.FileSend,
 };
 
 /// Runs an epoll engine on the calling thread until the server stops (or, if the engine
@@ -168,7 +168,7 @@ pub fn onAccept(loop: *Epoll, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) void 
     slot.writable = true;
     slot.watching_out = false;
     slot.peer_closed = false;
-    slot.cork = .{};
+    slot.file_send = .{};
     slot.connection = .init(loop.worker);
     slot.peer = peer;
     if (slot.peer) |*address| slot.connection.peer = address;
@@ -269,8 +269,8 @@ const SlotIo = struct {
         socket.shutdownWrite(io.slot.fd);
     }
 
-    pub inline fn cork(io: SlotIo) ?*socket.Cork {
-        return &io.slot.cork;
+    pub inline fn fileSend(io: SlotIo) ?*socket.FileSend {
+        return &io.slot.file_send;
     }
 
     pub inline fn fd(io: SlotIo) linux.fd_t {

@@ -566,8 +566,8 @@ const SlotIo = struct {
         socket.shutdownWrite(io.slot.fd);
     }
 
-    /// Files go out in one sendfile each, from the loop thread: no corking.
-    pub inline fn cork(_: SlotIo) ?*socket.Cork {
+    /// Files go out in one sendfile each, from the loop thread: no socket options around them.
+    pub inline fn fileSend(_: SlotIo) ?*socket.FileSend {
         return null;
     }
 

@@ -15,6 +15,7 @@ const linux = std.os.linux;
 const socket = @import("socket.zig");
 const engine = @import("../engine.zig");
 const sync = @import("../sync.zig");
+const clock = @import("../clock.zig");
 const Worker = @import("../Worker.zig");
 const Connection = @import("../Connection.zig");
 const WorkerPool = @import("WorkerPool.zig");
@@ -76,7 +77,7 @@ pub const Slot = struct {
     worker: ?*WorkerPool.PoolWorker,
     /// Blocking output for handlers that stream (they run on the pool thread).
     sink: Connection.Sink,
-    cork: socket.Cork,
+    file_send: socket.FileSend,
     /// The worker's WebSocket wake eventfd is in this poller's epoll set (edge-triggered),
     /// so messages sent from other threads wake a parked WebSocket connection.
     wake_registered: bool,
@@ -254,9 +255,7 @@ fn waitMs(poller: *const Poller) i32 {
 }
 
 fn updateClock(poller: *Poller) void {
-    var now: linux.timespec = undefined;
-    _ = linux.clock_gettime(.MONOTONIC_COARSE, &now);
-    poller.now_ms = @as(u64, @intCast(now.sec)) * 1000 + @as(u64, @intCast(now.nsec)) / std.time.ns_per_ms;
+    poller.now_ms = clock.milliseconds(.MONOTONIC_COARSE);
 }
 
 fn add(epoll_fd: linux.fd_t, fd: linux.fd_t, events: u32, data: u64) error{SystemResources}!void {
@@ -280,7 +279,7 @@ pub fn onAccept(poller: *Poller, fd: linux.fd_t, peer: ?std.Io.net.IpAddress) vo
     slot.fd = fd;
     slot.peer = peer;
     slot.worker = null;
-    slot.cork = .{};
+    slot.file_send = .{};
     slot.wake_registered = false;
     slot.sink = .{ .context = slot, .writeAll = WorkerPool.sinkWriteAll, .read = WorkerPool.sinkRead };
     // No worker yet: a pool thread lends one when the connection has work (see `Slot`).

@@ -398,8 +398,8 @@ const PoolThread = struct {
             socket.shutdownWrite(io.slot.fd);
         }
 
-        pub fn cork(io: *ThreadIo) ?*socket.Cork {
-            return &io.slot.cork;
+        pub fn fileSend(io: *ThreadIo) ?*socket.FileSend {
+            return &io.slot.file_send;
         }
 
         pub fn fd(io: *ThreadIo) linux.fd_t {

@@ -49,7 +49,7 @@ const ThreadIo = struct {
     worker: *Worker,
     control: *engine.Control,
     drain_deadline_ms: *u64,
-    cork_state: socket.Cork = .{},
+    file_send: socket.FileSend = .{},
     /// `poll` said the socket is readable; one receive consumes it.
     readable: bool = false,
 
@@ -119,8 +119,8 @@ const ThreadIo = struct {
         socket.shutdownWrite(io.socket_fd);
     }
 
-    pub fn cork(io: *ThreadIo) ?*socket.Cork {
-        return &io.cork_state;
+    pub fn fileSend(io: *ThreadIo) ?*socket.FileSend {
+        return &io.file_send;
     }
 
     pub fn fd(io: *ThreadIo) linux.fd_t {

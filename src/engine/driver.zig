@@ -10,7 +10,8 @@
 //!   operation in flight).
 //! - `recv(buffer) Result`, `writev(iovecs) Result`, `sendfile(file) Result`: one operation;
 //!   `.would_block` once the engine has noted that the socket is not ready.
-//! - `shutdownWrite()`, and `cork() ?*socket.Cork` with `fd()` for corking around files.
+//! - `shutdownWrite()`, and `fileSend() ?*socket.FileSend` with `fd()` for the socket options
+//!   around file bodies (null: the engine sets none).
 //!
 //! Two steps need no wait and are the driver's own: bytes a transport held back
 //! (`recv_held`) and file bytes a transport encrypts (`pread`, a read of a regular file).
@@ -96,9 +97,13 @@ pub fn drive(io: anytype, c: *Connection) Stop {
                     .again => continue,
                     .stop => |stop| return stop,
                 }
-                if (io.cork()) |cork| {
+                if (io.fileSend()) |send| {
                     const file = c.fileFollows();
-                    cork.beforeHead(io.fd(), if (file) |f| f.len else null, c.worker.config.cork_file_bytes_max);
+                    const config = c.worker.config;
+                    send.beforeHead(io.fd(), if (file) |f| f.len else null, c.closesAfterSend(), .{
+                        .cork_file_bytes_max = config.cork_file_bytes_max,
+                        .unsent_bytes_max = config.unsent_bytes_max,
+                    });
                 }
                 switch (io.writev(iovecs)) {
                     .done => |n| c.onSend(n),
@@ -117,7 +122,7 @@ pub fn drive(io: anytype, c: *Connection) Stop {
                     // 0: the file shrank under us; the promised length cannot be kept.
                     .done => |n| if (n == 0) c.onError() else {
                         c.onSend(n);
-                        if (io.cork()) |cork| cork.afterFile(io.fd(), c.fileFollows() != null);
+                        if (io.fileSend()) |send| send.afterFile(io.fd(), c.fileFollows() != null);
                     },
                     .would_block, .interrupted => {},
                     .pending => return .later,

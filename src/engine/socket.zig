@@ -299,26 +299,58 @@ pub fn setCork(fd: fd_t, on: bool) void {
     _ = linux.setsockopt(fd, linux.IPPROTO.TCP, linux.TCP.CORK, std.mem.asBytes(&value), @sizeOf(c_int));
 }
 
-/// Whether TCP_CORK is on for a connection. Engines cork while a head and its file body of at
-/// most `Config.cork_file_bytes_max` go out (larger bodies fill segments anyway, and corking
-/// them was measured to cost more CPU), and uncork once the file has been sent.
-pub const Cork = struct {
-    on: bool = false,
+/// Sets TCP_NOTSENT_LOWAT on a connection: the socket reports room to write only while fewer
+/// than `bytes` sent bytes wait unsent in the kernel; 0 falls back to the system's setting
+/// (`net.ipv4.tcp_notsent_lowat`, by default no limit).
+pub fn setUnsentMax(fd: fd_t, bytes: u32) void {
+    const value: c_int = @intCast(@min(bytes, std.math.maxInt(c_int)));
+    // Only fails for a non-TCP fd (our bug) or a dead connection (the next write says so).
+    _ = linux.setsockopt(fd, linux.IPPROTO.TCP, linux.TCP.NOTSENT_LOWAT, std.mem.asBytes(&value), @sizeOf(c_int));
+}
 
-    /// Before a head is written: corks if a file of `file_len` bytes (null: none) follows it
-    /// and is at most `max` bytes.
-    pub fn beforeHead(cork: *Cork, fd: fd_t, file_len: ?u64, max: u64) void {
+/// The socket options an engine sets on a connection around a file body (sendfile):
+///
+/// - TCP_CORK from the head to the body's last byte, so head and body leave in full segments:
+///   for bodies of at most `Config.cork_file_bytes_max` (larger bodies fill segments anyway,
+///   and corking them was measured to cost more CPU), uncorked once the file has been sent;
+///   and for any body of the response that ends the connection, left corked (closing or
+///   shutting down the socket pushes what is left).
+/// - For the response that ends the connection, TCP_NOTSENT_LOWAT back to the system's
+///   setting (no limit by default) when the body is larger than `Config.unsent_bytes_max`: the
+///   kernel takes the whole body in one sendfile and finishes it after the close, instead of
+///   the engine waking to refill the socket every `unsent_bytes_max` bytes (see
+///   `Config.unsent_bytes_max`). The connection closes after it, so it is never set back.
+pub const FileSend = struct {
+    corked: bool = false,
+    /// The connection's last response is under way: its socket options stay as they are.
+    last: bool = false,
+
+    /// The limits that decide, from `Config`.
+    pub const Limits = struct {
+        cork_file_bytes_max: u64,
+        unsent_bytes_max: u32,
+    };
+
+    /// Before a head is written: sets the socket up for the file of `file_len` bytes that
+    /// follows it (null: none); `last` says whether the connection closes once it is sent.
+    pub fn beforeHead(send: *FileSend, fd: fd_t, file_len: ?u64, last: bool, limits: Limits) void {
         const len = file_len orelse return;
-        if (cork.on or len > max) return;
+        if (send.last) return;
+        if (last) {
+            send.last = true;
+            if (limits.unsent_bytes_max > 0 and len > limits.unsent_bytes_max) setUnsentMax(fd, 0);
+        } else if (len > limits.cork_file_bytes_max) return;
+        if (send.corked) return;
         setCork(fd, true);
-        cork.on = true;
+        send.corked = true;
     }
 
-    /// After a file write: uncorks once no file is left to send.
-    pub fn afterFile(cork: *Cork, fd: fd_t, file_follows: bool) void {
-        if (!cork.on or file_follows) return;
+    /// After a file write: uncorks once no file is left to send, unless the connection closes
+    /// now (the close pushes the last segment).
+    pub fn afterFile(send: *FileSend, fd: fd_t, file_follows: bool) void {
+        if (!send.corked or file_follows or send.last) return;
         setCork(fd, false);
-        cork.on = false;
+        send.corked = false;
     }
 };
 
@@ -480,6 +512,64 @@ test "listen: connections inherit the listener's TCP_NOTSENT_LOWAT" {
     var len: linux.socklen_t = @sizeOf(c_int);
     try std.testing.expectEqual(linux.E.SUCCESS, linux.errno(linux.getsockopt(accepted, linux.IPPROTO.TCP, linux.TCP.NOTSENT_LOWAT, std.mem.asBytes(&value), &len)));
     try std.testing.expectEqual(@as(c_int, 64 * 1024), value);
+}
+
+fn tcpOption(fd: fd_t, option: u32) !c_int {
+    var value: c_int = 0;
+    var len: linux.socklen_t = @sizeOf(c_int);
+    try std.testing.expectEqual(linux.E.SUCCESS, linux.errno(linux.getsockopt(fd, linux.IPPROTO.TCP, option, std.mem.asBytes(&value), &len)));
+    return value;
+}
+
+test "FileSend: corks small bodies only, and lifts the unsent limit for the last response" {
+    const l = try listen(.{ .host = "127.0.0.1", .port = 0, .backlog = 16, .nonblocking = false, .unsent_bytes_max = 64 * 1024 });
+    defer l.close();
+    const client: fd_t = @intCast(linux.socket(linux.AF.INET, linux.SOCK.STREAM | linux.SOCK.CLOEXEC, 0));
+    defer _ = linux.close(client);
+    var address = try SocketAddress.parse("127.0.0.1", l.port);
+    try std.testing.expectEqual(linux.E.SUCCESS, linux.errno(linux.connect(client, address.ptr(), address.len())));
+    const fd = try accept(l.fd, false);
+    defer _ = linux.close(fd);
+    const limits: FileSend.Limits = .{ .cork_file_bytes_max = 256 * 1024, .unsent_bytes_max = 64 * 1024 };
+    var send: FileSend = .{};
+
+    // Keep-alive responses: a head alone and a large body stay uncorked; a small body is
+    // corked until its file is out. The unsent limit holds throughout.
+    send.beforeHead(fd, null, false, limits);
+    send.beforeHead(fd, 1024 * 1024, false, limits);
+    try std.testing.expectEqual(@as(c_int, 0), try tcpOption(fd, linux.TCP.CORK));
+    send.beforeHead(fd, 64 * 1024, false, limits);
+    try std.testing.expect(send.corked);
+    try std.testing.expectEqual(@as(c_int, 1), try tcpOption(fd, linux.TCP.CORK));
+    send.afterFile(fd, true); // more of the file to send
+    try std.testing.expectEqual(@as(c_int, 1), try tcpOption(fd, linux.TCP.CORK));
+    send.afterFile(fd, false);
+    try std.testing.expectEqual(@as(c_int, 0), try tcpOption(fd, linux.TCP.CORK));
+    try std.testing.expectEqual(@as(c_int, 64 * 1024), try tcpOption(fd, linux.TCP.NOTSENT_LOWAT));
+
+    // The last response: corked whatever its size, the unsent limit back to the system's,
+    // and left so (the close pushes the rest).
+    send.beforeHead(fd, 1024 * 1024, true, limits);
+    try std.testing.expect(send.corked and send.last);
+    try std.testing.expectEqual(@as(c_int, 1), try tcpOption(fd, linux.TCP.CORK));
+    try std.testing.expectEqual(@as(c_int, 0), try tcpOption(fd, linux.TCP.NOTSENT_LOWAT));
+    send.afterFile(fd, false);
+    try std.testing.expectEqual(@as(c_int, 1), try tcpOption(fd, linux.TCP.CORK));
+}
+
+test "FileSend: a last body within the unsent limit keeps it" {
+    const l = try listen(.{ .host = "127.0.0.1", .port = 0, .backlog = 16, .nonblocking = false, .unsent_bytes_max = 64 * 1024 });
+    defer l.close();
+    const client: fd_t = @intCast(linux.socket(linux.AF.INET, linux.SOCK.STREAM | linux.SOCK.CLOEXEC, 0));
+    defer _ = linux.close(client);
+    var address = try SocketAddress.parse("127.0.0.1", l.port);
+    try std.testing.expectEqual(linux.E.SUCCESS, linux.errno(linux.connect(client, address.ptr(), address.len())));
+    const fd = try accept(l.fd, false);
+    defer _ = linux.close(fd);
+    var send: FileSend = .{};
+    send.beforeHead(fd, 64 * 1024, true, .{ .cork_file_bytes_max = 0, .unsent_bytes_max = 64 * 1024 });
+    try std.testing.expectEqual(@as(c_int, 1), try tcpOption(fd, linux.TCP.CORK));
+    try std.testing.expectEqual(@as(c_int, 64 * 1024), try tcpOption(fd, linux.TCP.NOTSENT_LOWAT));
 }
 
 test "listen: IPv6 loopback and bad addresses" {

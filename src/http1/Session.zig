@@ -148,6 +148,12 @@ pub fn fileFollows(c: *const Session) ?contract.File {
     return x.file;
 }
 
+/// Whether the connection closes (or shuts down its write side) once the batch being sent is
+/// out.
+pub fn closesAfterSend(c: *const Session) bool {
+    return c.close_after_send;
+}
+
 /// Whether a pool thread is using this connection (it must not be freed).
 pub fn handling(c: *const Session) bool {
     return c.phase == .handling;

@@ -412,6 +412,11 @@ pub fn fileFollows(_: *const Session) ?contract.File {
     return null;
 }
 
+/// HTTP/2 sends no file bodies with sendfile: nothing for the engine to set up around them.
+pub fn closesAfterSend(_: *const Session) bool {
+    return false;
+}
+
 /// Whether a pool thread is running a stream's handler (the connection must not be freed,
 /// nor touched by the loop, until it posts its completion).
 pub fn handling(s: *const Session) bool {

@@ -132,7 +132,7 @@ const SimIo = struct {
         io.result.shutdown = true;
     }
 
-    pub fn cork(_: *SimIo) ?*@import("../engine/socket.zig").Cork {
+    pub fn fileSend(_: *SimIo) ?*@import("../engine/socket.zig").FileSend {
         return null;
     }
 

@@ -354,9 +354,7 @@ const Tickets = struct {
 };
 
 fn wallSeconds() i64 {
-    var now: std.os.linux.timespec = undefined;
-    _ = std.os.linux.clock_gettime(.REALTIME, &now);
-    return now.sec;
+    return @import("../clock.zig").read(.REALTIME).sec;
 }
 
 fn ticketKey(connection: *ssl.SSL, key_name: [*]u8, iv: [*]u8, cipher: *ssl.EVP_CIPHER_CTX, mac: *ssl.EVP_MAC_CTX, enc: c_int) callconv(.c) c_int {

@@ -152,6 +152,10 @@ pub fn fileFollows(_: *const Protocol) ?contract.File {
     return null;
 }
 
+pub fn closesAfterSend(p: *const Protocol) bool {
+    return p.close_after_send;
+}
+
 pub fn onShutdown(p: *Protocol) void {
     assert(p.phase == .shutdown);
     p.phase = .linger;

@@ -30,9 +30,7 @@ pub fn Timing(comptime options: Options) type {
 }
 
 fn nowNs() u64 {
-    var ts: std.os.linux.timespec = undefined;
-    _ = std.os.linux.clock_gettime(.MONOTONIC, &ts);
-    return @as(u64, @intCast(ts.sec)) * std.time.ns_per_s + @as(u64, @intCast(ts.nsec));
+    return @import("../../clock.zig").nanoseconds(.MONOTONIC);
 }
 
 test "Timing: a Server-Timing field in milliseconds" {
