@@ -154,9 +154,7 @@ test "metrics: open connections by protocol and state, on every engine that hold
 test "metrics: refusals at connections_max are counted" {
     const running = try Running.start(.epoll, .{ .connections_max = 1 });
     defer running.stop();
-    // HTTP/1.1 whatever the suite's transport: an HTTP/2 stream needs an exchange of its own
-    // besides its connection's, and an event loop has connections_max of them.
-    var held = try if (Client.overH2c()) Client.connectPlain(running.port(), 10_000) else Client.connect(running.port(), 10_000);
+    var held = try Client.connect(running.port(), 10_000);
     defer held.close();
     try held.send("GET /a HTTP/1.1\r\nHost: t\r\n\r\n");
     const first = try held.readResponse(testing.allocator, .{});
