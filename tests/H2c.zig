@@ -50,7 +50,7 @@ encoder_table: [4096]u8 = undefined,
 encoder_ring: [hpack.DynamicTable.ringLength(4096)]hpack.DynamicTable.Entry = undefined,
 encoder: hpack.Encoder = undefined,
 decoder: hpack.Decoder = undefined,
-decoded_storage: [256 * 1024]u8 = undefined,
+decoded_storage: [64 * 1024]u8 = undefined,
 decoded_fields: [512]hpack.Field = undefined,
 /// What the server's SETTINGS allow this side to send.
 connection_window: i64 = frame.window_initial,
