@@ -555,19 +555,29 @@ pub fn updateClock(worker: *Worker) void {
     worker.date.update(clock.read(.REALTIME_COARSE).sec);
 }
 
-test "Worker: pools hand out, take back and refuse when exhausted" {
-    const Noop = struct {
-        fn handle(_: *anyopaque, _: *Request, _: *Response) anyerror!void {}
-    };
-    var context: u8 = 0;
+/// A worker for the pool tests: `connections_max` and `stream_exchanges_max` exchanges, one
+/// large buffer, a handler that does nothing.
+const TestPools = struct {
     const config: Config = .{ .large_buffers_max = 1 };
+    var context: u8 = 0;
+
+    fn handle(_: *anyopaque, _: *Request, _: *Response) anyerror!void {}
+
+    fn init(worker: *Worker, budget: *Arena.Budget, connections_max: u32, stream_exchanges_max: u32) !void {
+        budget.* = .init(config.overflow_bytes_max);
+        try worker.init(std.testing.allocator, &config, .{ .context = &context, .handle = handle }, .{
+            .connections_max = connections_max,
+            .stream_exchanges_max = stream_exchanges_max,
+            .large_buffers_max = config.large_buffers_max,
+            .budget = budget,
+        });
+    }
+};
+
+test "Worker: pools hand out, take back and refuse when exhausted" {
     var worker: Worker = undefined;
-    var budget: Arena.Budget = .init(config.overflow_bytes_max);
-    try worker.init(std.testing.allocator, &config, .{ .context = &context, .handle = Noop.handle }, .{
-        .connections_max = 2,
-        .large_buffers_max = config.large_buffers_max,
-        .budget = &budget,
-    });
+    var budget: Arena.Budget = undefined;
+    try TestPools.init(&worker, &budget, 2, 0);
     defer worker.deinit();
     const a = worker.acquireExchange().?;
     const b = worker.acquireExchange().?;
@@ -585,19 +595,9 @@ test "Worker: pools hand out, take back and refuse when exhausted" {
 }
 
 test "Worker: streams borrow from a share of their own, so connections always find an exchange" {
-    const Noop = struct {
-        fn handle(_: *anyopaque, _: *Request, _: *Response) anyerror!void {}
-    };
-    var context: u8 = 0;
-    const config: Config = .{ .large_buffers_max = 1 };
     var worker: Worker = undefined;
-    var budget: Arena.Budget = .init(config.overflow_bytes_max);
-    try worker.init(std.testing.allocator, &config, .{ .context = &context, .handle = Noop.handle }, .{
-        .connections_max = 2,
-        .stream_exchanges_max = 3,
-        .large_buffers_max = config.large_buffers_max,
-        .budget = &budget,
-    });
+    var budget: Arena.Budget = undefined;
+    try TestPools.init(&worker, &budget, 2, 3);
     defer worker.deinit();
     const own = worker.acquireExchange().?;
     var streams: [3]*Exchange = undefined;

@@ -499,19 +499,16 @@ test "checkPortFree: a connection in TIME_WAIT does not hold the port" {
     try checkPortFree("127.0.0.1", l.port);
 }
 
-test "listen: connections inherit the listener's TCP_NOTSENT_LOWAT" {
+/// A loopback connection to a listener with a 64 KiB unsent limit: the client's end and the
+/// accepted one (close both, then the listener).
+fn testConnection() !struct { l: Listener, client: fd_t, accepted: fd_t } {
     const l = try listen(.{ .host = "127.0.0.1", .port = 0, .backlog = 16, .nonblocking = false, .unsent_bytes_max = 64 * 1024 });
-    defer l.close();
+    errdefer l.close();
     const client: fd_t = @intCast(linux.socket(linux.AF.INET, linux.SOCK.STREAM | linux.SOCK.CLOEXEC, 0));
-    defer _ = linux.close(client);
+    errdefer _ = linux.close(client);
     var address = try SocketAddress.parse("127.0.0.1", l.port);
     try std.testing.expectEqual(linux.E.SUCCESS, linux.errno(linux.connect(client, address.ptr(), address.len())));
-    const accepted = try accept(l.fd, false);
-    defer _ = linux.close(accepted);
-    var value: c_int = 0;
-    var len: linux.socklen_t = @sizeOf(c_int);
-    try std.testing.expectEqual(linux.E.SUCCESS, linux.errno(linux.getsockopt(accepted, linux.IPPROTO.TCP, linux.TCP.NOTSENT_LOWAT, std.mem.asBytes(&value), &len)));
-    try std.testing.expectEqual(@as(c_int, 64 * 1024), value);
+    return .{ .l = l, .client = client, .accepted = try accept(l.fd, false) };
 }
 
 fn tcpOption(fd: fd_t, option: u32) !c_int {
@@ -521,14 +518,19 @@ fn tcpOption(fd: fd_t, option: u32) !c_int {
     return value;
 }
 
+test "listen: connections inherit the listener's TCP_NOTSENT_LOWAT" {
+    const t = try testConnection();
+    defer t.l.close();
+    defer _ = linux.close(t.client);
+    defer _ = linux.close(t.accepted);
+    try std.testing.expectEqual(@as(c_int, 64 * 1024), try tcpOption(t.accepted, linux.TCP.NOTSENT_LOWAT));
+}
+
 test "FileSend: corks small bodies only, and lifts the unsent limit for the last response" {
-    const l = try listen(.{ .host = "127.0.0.1", .port = 0, .backlog = 16, .nonblocking = false, .unsent_bytes_max = 64 * 1024 });
-    defer l.close();
-    const client: fd_t = @intCast(linux.socket(linux.AF.INET, linux.SOCK.STREAM | linux.SOCK.CLOEXEC, 0));
-    defer _ = linux.close(client);
-    var address = try SocketAddress.parse("127.0.0.1", l.port);
-    try std.testing.expectEqual(linux.E.SUCCESS, linux.errno(linux.connect(client, address.ptr(), address.len())));
-    const fd = try accept(l.fd, false);
+    const t = try testConnection();
+    defer t.l.close();
+    defer _ = linux.close(t.client);
+    const fd = t.accepted;
     defer _ = linux.close(fd);
     const limits: FileSend.Limits = .{ .cork_file_bytes_max = 256 * 1024, .unsent_bytes_max = 64 * 1024 };
     var send: FileSend = .{};
