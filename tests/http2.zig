@@ -692,8 +692,18 @@ fn goawayCode(bytes: []const u8) ?frame.ErrorCode {
     }
 }
 
+/// After an attack: curl over h2c is served as before (`skipWithout` skips only for a missing
+/// curl).
+fn servesAfter(running: *Running) !void {
+    var url: [64]u8 = undefined;
+    const result = try run(&.{ "curl", "--silent", "--http2-prior-knowledge", try std.mem.print(&url, "http://127.0.0.1:{d}/after", .{running.plainPort()}) });
+    defer freeResult(result);
+    try testing.expectEqualStrings("/after over HTTP/2.0", result.stdout);
+}
+
 test "Rapid Reset over a socket on every engine: GOAWAY ENHANCE_YOUR_CALM, then the server serves on" {
     for (usable(&engines)) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try Running.start(kind, .{ .http2_glitch_burst = 200 });
         defer running.stop();
         var frames: Frames = undefined;
@@ -712,10 +722,101 @@ test "Rapid Reset over a socket on every engine: GOAWAY ENHANCE_YOUR_CALM, then 
         defer testing.allocator.free(answer);
         try testing.expectEqual(frame.ErrorCode.enhance_your_calm, goawayCode(answer).?);
         // Others are served as before.
-        var url: [64]u8 = undefined;
-        const result = run(&.{ "curl", "--silent", "--http2-prior-knowledge", try std.mem.print(&url, "http://127.0.0.1:{d}/after", .{running.plainPort()}) }) catch |err| return skipWithout("curl", err);
-        defer freeResult(result);
-        try testing.expectEqualStrings("/after over HTTP/2.0", result.stdout);
+        servesAfter(running) catch |err| return skipWithout("curl", err);
+    }
+}
+
+test "floods over a socket on every engine: PRIORITY, WINDOW_UPDATE for a closed stream and empty DATA end in GOAWAY ENHANCE_YOUR_CALM; the server serves on" {
+    const Flood = enum { priority, window_update, empty_data };
+    for (usable(&engines)) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try Running.start(kind, .{ .http2_glitch_burst = 200 });
+        defer running.stop();
+        for ([_]Flood{ .priority, .window_update, .empty_data }) |flood| {
+            errdefer std.debug.print("flood of {t}\n", .{flood});
+            var frames: Frames = undefined;
+            try frames.init(&.{});
+            defer frames.deinit();
+            switch (flood) {
+                .priority => {},
+                // Stream 1 closes at once (the client resets it); what comes for it then is
+                // work for nothing.
+                .window_update => {
+                    try frames.get(1, "/hello");
+                    try frames.rst(1);
+                },
+                // A request whose body is coming, in frames that carry none.
+                .empty_data => try frames.post(1, "/echo"),
+            }
+            for (0..400) |i| {
+                var out: [frame.header_len + 5]u8 = undefined;
+                const bytes: []const u8 = switch (flood) {
+                    // PRIORITY for idle streams (allowed, and deprecated by RFC 9113 §5.3.2).
+                    .priority => blk: {
+                        (frame.Header{ .length = 5, .type = .priority, .flags = 0, .stream_id = @intCast(3 + 2 * i) }).write(out[0..frame.header_len]);
+                        @memcpy(out[frame.header_len..], &[_]u8{ 0, 0, 0, 0, 16 });
+                        break :blk &out;
+                    },
+                    .window_update => out[0..frame.writeWindowUpdate(&out, 1, 1)],
+                    .empty_data => blk: {
+                        (frame.Header{ .length = 0, .type = .data, .flags = 0, .stream_id = 1 }).write(out[0..frame.header_len]);
+                        break :blk out[0..frame.header_len];
+                    },
+                };
+                try frames.bytes.appendSlice(testing.allocator, bytes);
+            }
+            var client = try Client.connectPlain(running.plainPort(), 10_000);
+            defer client.close();
+            client.send(frames.bytes.items) catch {}; // the server may close before it has all
+            const answer = try client.readToEnd(testing.allocator);
+            defer testing.allocator.free(answer);
+            try testing.expectEqual(frame.ErrorCode.enhance_your_calm, goawayCode(answer).?);
+        }
+        servesAfter(running) catch |err| return skipWithout("curl", err);
+    }
+}
+
+test "PING and SETTINGS floods from a client that never reads the answers end its connection, on every engine; the server serves on" {
+    for (usable(&engines)) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        const running = try Running.start(kind, .{ .write_timeout_ms = 300 });
+        defer running.stop();
+        for ([_]frame.Type{ .ping, .settings }) |flood| {
+            errdefer std.debug.print("flood of {t}\n", .{flood});
+            // 1 MiB of frames that each ask for an answer, sent up to 64 times over while the
+            // server takes them: the answers fill the socket's buffers, then the server's send
+            // buffer, and the server must end the connection instead of reading on or waiting.
+            var chunk: std.ArrayList(u8) = .empty;
+            defer chunk.deinit(testing.allocator);
+            while (chunk.items.len < 1024 * 1024) {
+                var out: [frame.header_len + 8]u8 = undefined;
+                const n = switch (flood) {
+                    .ping => frame.writePing(&out, false, "flooding"),
+                    else => frame.writeSettings(&out, &.{}),
+                };
+                try chunk.appendSlice(testing.allocator, out[0..n]);
+            }
+            var frames: Frames = undefined;
+            try frames.init(&.{});
+            defer frames.deinit();
+            var client = try Client.connectPlain(running.plainPort(), 10_000);
+            defer client.close();
+            try client.rawSend(frames.bytes.items);
+            var sent_all = true;
+            for (0..64) |_| client.rawSend(chunk.items) catch {
+                sent_all = false;
+                break;
+            };
+            // The server stopped taking the flood: the send failed (reset), or ran into the
+            // client's send timeout while the server waited on its own full socket.
+            try testing.expect(!sent_all);
+            // What the server answered is drained; then the connection must be at its end.
+            // Were it still open (the server waiting, or reading on), the read would run
+            // into the client's 10 s receive timeout (error.Timeout) instead.
+            var drain: [64 * 1024]u8 = undefined;
+            while (try client.rawRead(&drain) > 0) {}
+        }
+        servesAfter(running) catch |err| return skipWithout("curl", err);
     }
 }
 

@@ -1086,6 +1086,9 @@ fn windowUpdate(s: *Session, stream_id: u31, increment: u31) void {
         return;
     };
     const st = &state.streams[index];
+    // Its response is queued in full or it was reset: it stays only until its batch is out,
+    // and window for it does no work, as for a stream already gone.
+    if (st.finished) return s.glitch();
     if (increment == 0) {
         s.glitch();
         return s.resetStream(stream_id, .protocol_error);
