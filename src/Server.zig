@@ -872,6 +872,8 @@ pub fn Server(comptime Handler: type) type {
                     .budget = &server.budget,
                     .listening = &server.endpointOf(index).listening,
                     .registry = &server.metrics,
+                    // The blocking engine runs handlers on the connection's thread.
+                    .runs_here = server.config.engine == .blocking,
                 });
                 worker.index = @intCast(index);
                 initialized += 1;

@@ -113,6 +113,17 @@ websocket_wake_signaled: std.atomic.Value(bool) = .init(false),
 
 /// Where handlers run when they may block; null runs them on the engine thread.
 handler_pool: ?*HandlerPool = null,
+/// Thread-based engines run handlers on the connection's own thread. Over HTTP/2 a stream's
+/// handler that streams its response or pulls its body needs the connection's frames to move
+/// while it waits; the session hands such a handler to the engine as `here_job` (`runHere`)
+/// instead of a pool, and the engine runs it at the top of its loop, where no protocol code is
+/// on the stack. While it runs there, `here` is set: the handler's first chunk or read lends
+/// the connection's loop to a thread of the engine's, which moves the frames until the
+/// handler returns (see `engine/Here.zig`). A handler that neither streams nor pulls costs no
+/// thread and no system call.
+runs_here: bool = false,
+here_job: ?*Connection = null,
+here: ?Here = null,
 /// An eventfd the engine watches: pool threads write to it after posting a completion.
 wake_fd: std.os.linux.fd_t = -1,
 /// Connections the pool has something for (handler done, or a chunk to send), newest first.
@@ -233,6 +244,8 @@ pub const Options = struct {
     listening: *const Listening = &Listening.plaintext,
     /// Where the worker's counters are read from by scrapes (null: nowhere).
     registry: ?*Metrics.Registry = null,
+    /// The engine runs handlers on the connection's thread (`runs_here`).
+    runs_here: bool = false,
 };
 
 /// Reserves the pools. Memory is mapped, not touched.
@@ -278,6 +291,7 @@ pub fn init(worker: *Worker, gpa: std.mem.Allocator, config: *const Config, disp
         .session_pool = options.session_pool,
         .listening = options.listening,
         .websocket_wake_fd = wake_fd,
+        .runs_here = options.runs_here,
     };
     if (options.registry) |registry| registry.join(&worker.metrics);
     if (config.request_id) {
@@ -311,6 +325,9 @@ pub fn deinit(worker: *Worker) void {
         std.heap.page_allocator.destroy(d);
     }
     if (worker.websocket_wake_fd != -1) _ = std.os.linux.close(worker.websocket_wake_fd);
+    // Event-loop engines close the wake event they made; a thread-based engine's is the
+    // worker's own (`wakeFd`).
+    if (worker.runs_here and worker.wake_fd != -1) _ = std.os.linux.close(worker.wake_fd);
     worker.* = undefined;
 }
 
@@ -391,8 +408,49 @@ pub fn releaseExchange(worker: *Worker, exchange: *Exchange) void {
     worker.exchanges_busy -= 1;
 }
 
-/// Called on a pool thread: tells the engine `connection` needs attention.
+/// How a handler running on the connection's own thread (`here`) reaches its engine: a
+/// chunk or a read it hands over (`posted`), and its return (`returned`), on that thread.
+pub const Here = struct {
+    context: *anyopaque,
+    posted: *const fn (context: *anyopaque, connection: *Connection) void,
+    returned: *const fn (context: *anyopaque, connection: *Connection) void,
+};
+
+/// A protocol session's handler must run free to block while the connection's frames move:
+/// the engine runs it on this thread at the top of its loop (`runs_here` engines).
+pub fn runHere(worker: *Worker, connection: *Connection) void {
+    assert(worker.runs_here);
+    assert(worker.here_job == null);
+    worker.here_job = connection;
+}
+
+/// The eventfd a thread-based engine's helper waits on for what the handler posts, made on
+/// first use.
+pub fn wakeFd(worker: *Worker) error{SystemResources}!std.os.linux.fd_t {
+    assert(worker.runs_here);
+    if (worker.wake_fd == -1) {
+        const rc = std.os.linux.eventfd(0, std.os.linux.EFD.CLOEXEC | std.os.linux.EFD.NONBLOCK);
+        if (std.os.linux.errno(rc) != .SUCCESS) return error.SystemResources;
+        worker.wake_fd = @intCast(rc);
+    }
+    return worker.wake_fd;
+}
+
+/// Handler's thread: the handler has returned (its outcome is in the session).
+pub fn handlerReturned(worker: *Worker, connection: *Connection) void {
+    if (worker.here) |here| return here.returned(here.context, connection);
+    worker.wakeLoop(connection);
+}
+
+/// Handler's thread: tells the engine `connection` needs attention (a streamed chunk to send,
+/// a read to serve).
 pub fn postCompletion(worker: *Worker, connection: *Connection) void {
+    if (worker.here) |here| return here.posted(here.context, connection);
+    worker.wakeLoop(connection);
+}
+
+/// Puts `connection` on the completion list and wakes the thread that serves it.
+pub fn wakeLoop(worker: *Worker, connection: *Connection) void {
     worker.completions_mutex.lock();
     const link = connection.completionLink();
     // The engine may already have served an earlier post of this connection (a socket event

@@ -43,6 +43,8 @@ pub const Shared = struct {
             .session_pool = shared.session_pool,
             .listening = listening,
             .registry = shared.registry,
+            // Thread-based engines: handlers run on the connection's thread.
+            .runs_here = true,
         });
     }
 

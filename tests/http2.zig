@@ -259,8 +259,8 @@ test "handlers on the handler pool over h2c and h2: h2load with 0 errors, curl w
     }
 }
 
-test "streamed responses over h2c and h2 on the handler pool: curl gets 200 KiB flushed in 16 KiB chunks" {
-    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
+test "streamed responses over h2c and h2 on every engine (from the handler pool, or the connection's own thread): curl gets 200 KiB flushed in 16 KiB chunks" {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try RunningOf(StreamApp).start(kind, .{ .handler_threads = 2 });
         defer running.stop();
@@ -312,7 +312,7 @@ test "a body pulled with bodyReader() over h2c and h2 as it arrives: 8 MiB throu
     const data_arg = file.data_arg;
     var expected_buffer: [32]u8 = undefined;
     const expected = try std.mem.print(&expected_buffer, "{d} {x:0>8}", .{ upload_len, std.hash.Crc32.hash(body) });
-    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         // A buffered body could not be over 64 KiB: this one never is buffered whole.
         const running = try RunningOf(StreamApp).start(kind, .{ .handler_threads = 2, .body_bytes_max = 64 * 1024, .streamed_body_bytes_max = 16 * 1024 * 1024 });
@@ -348,7 +348,7 @@ test "a 24 MiB body with a content-length is buffered over h2c in one allocation
 }
 
 test "a pulled body over h2c beyond streamed_body_bytes_max is answered 413; the connection serves on" {
-    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try RunningOf(StreamApp).start(kind, .{ .handler_threads = 2, .streamed_body_bytes_max = 100 * 1024 });
         defer running.stop();
@@ -445,8 +445,8 @@ const Reader = struct {
     }
 };
 
-test "an event stream over h2c on the handler pool: each event arrives as sent, while the connection serves other streams" {
-    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
+test "an event stream over h2c on every engine: each event arrives as sent, while the connection serves other streams" {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         events_release.store(false, .release);
         events_outcome.store(0, .release);
@@ -500,8 +500,8 @@ fn firstEventSeen(r: *const Reader) bool {
     return std.mem.find(u8, r.data[1].items, "data: one\n\n") != null;
 }
 
-test "a streaming handler on the pool learns of a reset stream, a closed connection or a closed window (ClientGone); the server goes on" {
-    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
+test "a streaming handler learns of a reset stream, a closed connection or a closed window (ClientGone); the server goes on" {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try RunningOf(StreamApp).start(kind, .{ .handler_threads = 2, .write_timeout_ms = 300 });
         defer running.stop();

@@ -189,15 +189,14 @@ test "chunked request bodies, and a streamed response" {
         const streamed = try client.readResponse(testing.allocator, .{});
         defer streamed.deinit(testing.allocator);
         try expectBody(streamed, 200, "line 0\nline 1\nline 2\n");
-        // Engines that run handlers on their own thread stream (chunked); event loops send
-        // the whole body when the handler returns (Content-Length). Over HTTP/2 those engines
-        // send it whole too (DATA frames stream from handlers on the handler pool of an event
-        // loop: tests/http2.zig).
+        // Engines that run handlers on the connection's thread stream (chunked; over HTTP/2,
+        // DATA frames without content-length); event loops without a handler pool send the
+        // whole body when the handler returns (Content-Length).
         const handler_thread = switch (kind) {
             .blocking, .thread_per_connection, .worker_pool => true,
             .epoll, .io_uring => false,
         };
-        try testing.expectEqual(handler_thread and !Client.overH2c(), streamed.chunked);
+        try testing.expectEqual(handler_thread, streamed.chunked);
 
         try client.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
         const after = try client.readResponse(testing.allocator, .{});

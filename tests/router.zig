@@ -17,20 +17,6 @@ const engines = [_]saker.engine.Kind{ .blocking, .thread_per_connection, .worker
 
 const ServerThread = @import("server_thread.zig").ServerThread;
 
-/// `kinds` where a handler reads its body as it arrives and streams its response: over
-/// HTTP/2 only the event loops' handler pool does (the thread engines buffer the body and
-/// send the response whole: docs/http2.md, "Not done yet").
-fn streamingEngines(comptime kinds: []const saker.engine.Kind) []const saker.engine.Kind {
-    const event_loops = comptime blk: {
-        var out: []const saker.engine.Kind = &.{};
-        for (kinds) |k| {
-            if (k == .epoll or k == .io_uring) out = out ++ .{k};
-        }
-        break :blk out;
-    };
-    return if (Client.overH2c()) usable(event_loops) else usable(kinds);
-}
-
 fn fetch(port: u16, request: []const u8) !Client.Response {
     return Client.fetch(testing.allocator, port, request);
 }
@@ -552,7 +538,7 @@ fn nowMs() i64 {
 test "router example: server-sent events leave one by one" {
     // The route is flagged `blocking`: on event loops it runs on the handler pool (started
     // for it, no `handler_threads` needed) and streams.
-    for (streamingEngines(&.{ .blocking, .epoll, .io_uring })) |kind| {
+    for (usable(&.{ .blocking, .epoll, .io_uring })) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         const running = try TourServer.startWith(kind, .{ .context = {} }, .{});
         defer running.stop();
@@ -651,7 +637,7 @@ test "EventStream: a client that disconnects is noticed (ClientGone); event loop
     const log_level = testing.log_level;
     testing.log_level = .err;
     defer testing.log_level = log_level;
-    for (streamingEngines(&.{ .blocking, .thread_per_connection, .epoll })) |kind| {
+    for (usable(&.{ .blocking, .thread_per_connection, .epoll })) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         var ticker: Ticker = .{};
         const running = try ServerThread(TickerRoutes(true)).startWith(kind, .{ .context = &ticker }, .{ .handler_threads = 2 });
@@ -743,7 +729,7 @@ test "bodyReader: 20 MiB uploads (length and chunked) are read as they arrive, i
     defer testing.allocator.free(big);
     for (big, 0..) |*b, i| b.* = @truncate(i *% 31 +% (i >> 12));
     const expected: Digest = .{ .bytes = big.len, .crc32 = std.hash.Crc32.hash(big) };
-    for (streamingEngines(&engines)) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         // No handler_threads: the route's flag starts the pool on the event loops. Buffering
         // would be refused (body_bytes_max) long before 20 MiB.
@@ -875,7 +861,7 @@ const PullRoutes = saker.Router(PullApp, .{ .routes = &.{
 } });
 
 test "bodyReader: a partly read body is skipped when it has arrived, else the connection closes" {
-    for (streamingEngines(&engines)) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         var app: PullApp = .{};
         const running = try ServerThread(PullRoutes).startWith(kind, .{ .context = &app }, .{});
@@ -911,7 +897,7 @@ test "bodyReader: a partly read body is skipped when it has arrived, else the co
 }
 
 test "bodyReader: 100 Continue is sent when the reader is first used, not before" {
-    for (streamingEngines(&engines)) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         var app: PullApp = .{};
         const running = try ServerThread(PullRoutes).startWith(kind, .{ .context = &app }, .{});
@@ -944,7 +930,7 @@ test "bodyReader: 100 Continue is sent when the reader is first used, not before
 }
 
 test "bodyReader: too large (413), bad framing (400), too slow (408), and a client gone mid-body" {
-    for (streamingEngines(&engines)) |kind| {
+    for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         var app: PullApp = .{};
         const running = try ServerThread(PullRoutes).startWith(kind, .{ .context = &app }, .{

@@ -27,6 +27,7 @@ const blocking_io = @import("blocking_io.zig");
 const Worker = @import("../Worker.zig");
 const Connection = @import("../Connection.zig");
 const driver = @import("driver.zig");
+const Here = @import("Here.zig");
 const Poller = @import("Poller.zig");
 const Slot = Poller.Slot;
 
@@ -312,7 +313,16 @@ const PoolThread = struct {
         // GOAWAY and closes once its streams are done.
         if (worker.draining and c.saysGoodbye()) c.drain();
         var io: ThreadIo = .{ .thread = t, .slot = slot, .timed_out = timed_out };
-        switch (driver.drive(&io, c)) {
+        const outcome = while (true) {
+            const outcome = driver.drive(&io, c);
+            if (worker.here_job == null) break outcome;
+            // An HTTP/2 stream's handler, run on this thread (it may lend the loop meanwhile).
+            // One the session handed over as the connection ended runs too, and finds its
+            // client gone.
+            const ran = Here.run(worker, slot.fd, true, pool.shared.control);
+            if (outcome == .close or ran == .close) break .close;
+        };
+        switch (outcome) {
             .later => {}, // parked with the poller
             .close => pool.closeSlot(slot, t),
         }
@@ -330,6 +340,7 @@ const PoolThread = struct {
 
         pub fn beforeStep(io: *ThreadIo, c: *Connection) ?driver.Stop {
             const worker = c.worker;
+            if (worker.here_job != null) return .later; // `serve` runs it first
             worker.updateClock();
             if (c.websocketOpen()) runWoken(worker);
             if (worker.draining and worker.now_ms >= io.thread.pool.drainDeadline()) return .close;

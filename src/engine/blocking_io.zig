@@ -12,6 +12,7 @@ const engine = @import("../engine.zig");
 const Worker = @import("../Worker.zig");
 const Connection = @import("../Connection.zig");
 const driver = @import("driver.zig");
+const Here = @import("Here.zig");
 
 const SinkContext = struct { fd: linux.fd_t, worker: *Worker };
 
@@ -34,7 +35,17 @@ pub fn serveConnection(worker: *Worker, fd: linux.fd_t, peer: ?std.Io.net.IpAddr
     const sink: Connection.Sink = .{ .context = &sink_context, .writeAll = sinkWriteAll, .read = sinkRead };
     c.sink = &sink;
     var io: ThreadIo = .{ .socket_fd = fd, .worker = worker, .control = control, .drain_deadline_ms = drain_deadline_ms };
-    while (driver.drive(&io, &c) == .later) {
+    while (true) {
+        const stop = driver.drive(&io, &c);
+        if (worker.here_job != null) {
+            // An HTTP/2 stream's handler, run here (it may lend the loop meanwhile). One the
+            // session handed over as the connection ended runs too, and finds its client gone.
+            const ran = Here.run(worker, fd, false, control);
+            io.readable = false; // a lent loop may have read the socket dry
+            if (stop == .close or ran == .close) return;
+            continue;
+        }
+        if (stop == .close) return;
         // The connection has a sink, so handlers run on this thread: it never waits for a pool.
         assert(c.next() == .recv);
         io.waitForRecv(&c);
@@ -55,6 +66,7 @@ const ThreadIo = struct {
 
     pub fn beforeStep(io: *ThreadIo, c: *Connection) ?driver.Stop {
         const worker = io.worker;
+        if (worker.here_job != null) return .later; // the caller runs it first
         worker.updateClock();
         worker.tick();
         if (io.control.stopRequested() and !worker.draining) {

@@ -44,6 +44,7 @@ const Request = @import("../Request.zig");
 const Response = @import("../Response.zig");
 const Connection = @import("../Connection.zig");
 const Handoff = @import("../Handoff.zig");
+const HandlerPool = @import("../HandlerPool.zig");
 const contract = @import("../engine_contract.zig");
 const client_error = @import("../client_error.zig");
 const frame = @import("frame.zig");
@@ -470,12 +471,21 @@ pub fn onPoolEvent(s: *Session) void {
     for (state.streams[0..state.stream_count]) |*st| {
         if (!st.remote_closed and st.send == .waiting) st.progress_ms = w.now_ms;
     }
-    // This response (and the acknowledgements queued before it) first; the bytes that came
-    // behind its request are read once the batch is out (`batchSent`), or now if none is.
-    s.fill();
-    if (!state.sending()) {
+    if (s.runsHere()) {
+        // A handler on the connection's own thread: the requests that came behind this one
+        // are read (and their handlers run) first, as a thread-based engine's handlers always
+        // were, so the requests that came together are answered in one batch.
         s.consume();
         s.fill();
+    } else {
+        // This response (and the acknowledgements queued before it) first; the bytes that
+        // came behind its request are read once the batch is out (`batchSent`), or now if
+        // none is.
+        s.fill();
+        if (!state.sending()) {
+            s.consume();
+            s.fill();
+        }
     }
     s.settle();
     s.releaseIfIdle();
@@ -491,7 +501,7 @@ pub fn runHandlerOnPool(s: *Session) void {
         state.pool_error = err;
     };
     x.handoff.handler_done = true;
-    w.postCompletion(s.connection());
+    w.handlerReturned(s.connection());
 }
 
 /// For `Handoff.writeAll`: wakes the loop (the worker's completion list).
@@ -1338,12 +1348,12 @@ fn headerBlock(s: *Session, id: u31, end_stream: bool, block: []const u8) void {
             if (!end_stream) {
                 if (w.dispatch.on_head) |on_head| {
                     const action = on_head(w.dispatch.context, &x.request, &x.response) catch |err| return s.hookFailed(st, err);
-                    // A body to pull as it comes needs a pool thread to wait on it; without
-                    // one it is buffered first (`bodyReader()` then reads it whole).
-                    const can_pull = w.handler_pool != null and s.connection().sink == null;
                     st.body_mode = switch (action) {
                         .buffer => .buffer,
-                        .reader => if (can_pull) .pull else .buffer,
+                        // A body to pull as it comes needs a thread of the handler's own to
+                        // wait on it; without one it is buffered first (`bodyReader()` then
+                        // reads it whole).
+                        .reader => if (s.handlerRunner() != null) .pull else .buffer,
                         .stream => if (w.dispatch.on_body != null) .stream else .buffer,
                         .skip => .discard,
                     };
@@ -1459,7 +1469,7 @@ fn dispatch(s: *Session, st: *Stream) void {
     const x = st.x;
     const pull = st.body_mode == .pull;
     if (!pull) x.request.body_bytes = st.body.items;
-    if (w.handler_pool) |pool| if (s.connection().sink == null and (pull or mayBlock(w, &x.request))) {
+    if (pull or mayBlock(w, &x.request)) if (s.handlerRunner()) |runner| {
         if (state.pool_stream != 0) {
             // A pool handler of this connection streams: one on the pool at a time, so this
             // one waits for it (handlers that need no pool run meanwhile).
@@ -1477,13 +1487,16 @@ fn dispatch(s: *Session, st: *Stream) void {
             x.body_reader = .init(s, pullBody);
             x.request.body_source = .{ .stream = &x.body_reader.stream };
         }
-        pool.submit(s.connection()) catch {
-            state.pool_stream = 0;
-            state.pool_exchange = null;
-            x.response.stream = null;
-            if (pull) x.request.body_source = .unavailable;
-            return s.answer(st, .service_unavailable, "all handler threads are busy");
-        };
+        switch (runner) {
+            .pool => |pool| pool.submit(s.connection()) catch {
+                state.pool_stream = 0;
+                state.pool_exchange = null;
+                x.response.stream = null;
+                if (pull) x.request.body_source = .unavailable;
+                return s.answer(st, .service_unavailable, "all handler threads are busy");
+            },
+            .here => w.runHere(s.connection()),
+        }
         // A handler reading its body as it comes needs the loop to receive it meanwhile.
         if (pull) state.pool_live = true;
         w.metrics.handlerStarted();
@@ -1495,7 +1508,25 @@ fn dispatch(s: *Session, st: *Stream) void {
     s.handlerReturned(st, result);
 }
 
-/// Whether the handler may block on this request (it then runs on the handler pool).
+/// Where a stream's handler runs free to block, so that it may stream its response and pull
+/// its body while the frames move: an event-loop engine's handler pool, or, on a thread-based
+/// engine (whose handlers run on the connection's thread, so it sets a sink), that thread at
+/// the top of the engine's loop, which lends the loop out meanwhile (`Worker.runHere`).
+/// Null: the handler runs here and now, and its response is sent whole.
+const Runner = union(enum) { pool: *HandlerPool, here };
+
+/// Whether stream handlers that may block run on the connection's own thread (`Runner.here`).
+fn runsHere(s: *const Session) bool {
+    return s.connection().sink != null and s.worker().runs_here;
+}
+
+fn handlerRunner(s: *const Session) ?Runner {
+    const w = s.worker();
+    if (s.connection().sink == null) return if (w.handler_pool) |pool| .{ .pool = pool } else null;
+    return if (s.runsHere()) .here else null;
+}
+
+/// Whether the handler may block on this request (it then runs where it may: `handlerRunner`).
 fn mayBlock(w: *const Worker, req: *const Request) bool {
     const may_block = w.dispatch.may_block orelse return true;
     return may_block(w.dispatch.context, req);
