@@ -581,7 +581,8 @@ fn goTool(comptime name: []const u8, buffer: []u8) ![]const u8 {
 }
 
 test "h2spec: every case passes over TLS and over h2c (an h2c-only port); on a port that serves HTTP/1.1 too, all but the invalid preface" {
-    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
+    // The blocking engine serves one connection at a time; h2spec keeps several open.
+    for (usable(&[_]saker.engine.Kind{ .thread_per_connection, .worker_pool, .epoll, .io_uring })) |kind| {
         const running = try Running.start(kind, .{});
         defer running.stop();
         const h2c_only = try Running.start(kind, .{ .h2c_only = true });
@@ -952,7 +953,7 @@ test "examples/router over h2c with curl: parameters, a cookie, JSON, CORS, mult
 test "gRPC: grpcurl calls examples/grpc-echo with tests/grpc/echo.proto: unary Say, server-streaming Repeat, UNIMPLEMENTED" {
     var path_buffer: [std.fs.max_path_bytes]u8 = undefined;
     const tool = try goTool("grpcurl", &path_buffer);
-    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
+    for (usable(&engines)) |kind| {
         var process: Process = undefined;
         try process.start(&.{ build_options.grpc_echo_exe, "--port", "0", "--engine", @tagName(kind), "--workers", "1" });
         defer process.stop();
@@ -1035,7 +1036,7 @@ fn ghzClean(port: []const u8, load: GhzLoad) !void {
 }
 
 test "gRPC: ghz puts examples/grpc-echo under load: 2000 unary Say calls and 500 server-streaming Repeat calls, every one OK" {
-    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
+    for (usable(&engines)) |kind| {
         var process: Process = undefined;
         try process.start(&.{ build_options.grpc_echo_exe, "--port", "0", "--engine", @tagName(kind) });
         defer process.stop();
