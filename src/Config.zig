@@ -196,7 +196,9 @@ http2_streams_max: u32 = 100,
 /// (each may open `http2_streams_max`) can never take the exchange another connection needs
 /// for its request. 2048 holds 20 connections' full 100 streams at once, or h2load's 50 × 10
 /// four times over; at 28 KiB each by default it is at most 56 MiB per worker, touched only as
-/// used. Thread-based engines give each connection `http2_streams_max` instead.
+/// used. Its last quarter goes only to connections holding fewer than 4 streams, so a few
+/// connections holding all theirs cannot refuse everyone else's. Thread-based engines give
+/// each connection `http2_streams_max` instead.
 http2_stream_exchanges_max: u32 = 2048,
 /// SETTINGS_INITIAL_WINDOW_SIZE: request body bytes a client may send on one stream before
 /// the server takes them (at least the protocol's 65535, at most 2^31-1).

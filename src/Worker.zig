@@ -348,10 +348,22 @@ pub fn acquireExchange(worker: *Worker) ?*Exchange {
     return worker.takeExchange();
 }
 
-/// Lends an HTTP/2 stream an exchange, or null when `stream_exchanges_max` are lent (the
-/// stream is then refused, and the client retries it).
-pub fn acquireStreamExchange(worker: *Worker) ?*Exchange {
-    if (worker.stream_exchanges_busy == worker.stream_exchanges_max) return null;
+/// Streams a connection may hold before the stream share's reserve is closed to it (see
+/// `acquireStreamExchange`).
+pub const streams_held_freely = 4;
+
+/// Lends an HTTP/2 stream an exchange; `held` is how many its connection holds already. Null
+/// when `stream_exchanges_max` are lent, or when only the last quarter of them is left and the
+/// connection holds `streams_held_freely` or more (the stream is then refused, and the client
+/// retries it). That quarter is kept for connections holding few streams: a few connections
+/// that open every stream they may and hold them (a body that never comes) cannot take what
+/// every other HTTP/2 connection of the worker needs.
+pub fn acquireStreamExchange(worker: *Worker, held: u32) ?*Exchange {
+    const max = worker.stream_exchanges_max;
+    if (worker.stream_exchanges_busy == max) return null;
+    // A worker serving one connection keeps no reserve from it.
+    const reserve = if (worker.connections_max > 1) max / 4 else 0;
+    if (held >= streams_held_freely and max - worker.stream_exchanges_busy <= reserve) return null;
     const exchange = worker.takeExchange() orelse return null;
     exchange.lent_to_stream = true;
     worker.stream_exchanges_busy += 1;
@@ -659,21 +671,44 @@ test "Worker: streams borrow from a share of their own, so connections always fi
     defer worker.deinit();
     const own = worker.acquireExchange().?;
     var streams: [3]*Exchange = undefined;
-    for (&streams) |*x| x.* = worker.acquireStreamExchange().?;
+    for (&streams) |*x| x.* = worker.acquireStreamExchange(0).?;
     // The stream share is spent; the other connection's exchange is still there.
-    try std.testing.expectEqual(@as(?*Exchange, null), worker.acquireStreamExchange());
+    try std.testing.expectEqual(@as(?*Exchange, null), worker.acquireStreamExchange(0));
     const other = worker.acquireExchange().?;
     try std.testing.expectEqual(@as(?*Exchange, null), worker.acquireExchange());
     // A stream's exchange comes back to the stream share, not to the connections'.
     worker.releaseExchange(streams[0]);
     try std.testing.expectEqual(@as(?*Exchange, null), worker.acquireExchange());
     try std.testing.expectEqual(@as(u32, 2), worker.stream_exchanges_busy);
-    streams[0] = worker.acquireStreamExchange().?;
+    streams[0] = worker.acquireStreamExchange(0).?;
     for (streams) |x| worker.releaseExchange(x);
     worker.releaseExchange(own);
     worker.releaseExchange(other);
     try std.testing.expectEqual(@as(u32, 0), worker.stream_exchanges_busy);
     try std.testing.expectEqual(@as(u32, 0), worker.exchanges_busy);
+}
+
+test "Worker: the stream share's last quarter is for connections holding few streams" {
+    var worker: Worker = undefined;
+    var budget: Arena.Budget = undefined;
+    try TestPools.init(&worker, &budget, 2, 8);
+    defer worker.deinit();
+    // One connection takes streams until only the reserve (8 / 4) is left.
+    var greedy: [6]*Exchange = undefined;
+    for (&greedy, 0..) |*x, held| x.* = worker.acquireStreamExchange(@intCast(held)).?;
+    try std.testing.expectEqual(@as(?*Exchange, null), worker.acquireStreamExchange(greedy.len));
+    // Another, holding fewer than `streams_held_freely`, still gets the reserve, to the end.
+    const first = worker.acquireStreamExchange(0).?;
+    const second = worker.acquireStreamExchange(1).?;
+    try std.testing.expectEqual(@as(?*Exchange, null), worker.acquireStreamExchange(2));
+    // Freed streams open the share to the greedy connection again, down to the reserve.
+    worker.releaseExchange(first);
+    worker.releaseExchange(second);
+    try std.testing.expectEqual(@as(?*Exchange, null), worker.acquireStreamExchange(greedy.len));
+    worker.releaseExchange(greedy[5]);
+    greedy[5] = worker.acquireStreamExchange(5).?;
+    for (greedy) |x| worker.releaseExchange(x);
+    try std.testing.expectEqual(@as(u32, 0), worker.stream_exchanges_busy);
 }
 
 /// Resident memory of this process, from /proc/self/statm.

@@ -1237,3 +1237,51 @@ test "streams held open on a few connections cannot take the exchanges every oth
         try testing.expectEqualStrings("/h2 over HTTP/2.0", result.stdout);
     }
 }
+
+test "a few connections holding every stream they may cannot take the stream share: another connection's request is still answered" {
+    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        // One worker lends 24 exchanges to streams; each connection may open 10. Three
+        // attackers open all 10 with a body that never comes: 30 wanted. Without a reserve the
+        // first two would take 20 and the third 4, and every other connection's stream would
+        // be refused. With it the second gets 8 and the third 4 (connections holding 4 or more
+        // take no more once a quarter is left): 2 are left.
+        const running = try Running.start(kind, .{ .workers = 1, .http2_streams_max = 10, .http2_stream_exchanges_max = 24 });
+        defer running.stop();
+        var attackers: [3]Client = undefined;
+        var open: usize = 0;
+        defer for (attackers[0..open]) |*a| a.close();
+        for (&attackers) |*a| {
+            var frames: Frames = undefined;
+            try frames.init(&.{});
+            defer frames.deinit();
+            var id: u31 = 1;
+            for (0..10) |_| {
+                try frames.post(id, "/echo");
+                id += 2;
+            }
+            a.* = try Client.connectPlain(running.plainPort(), 10_000);
+            open += 1;
+            try a.send(frames.bytes.items);
+        }
+        // Let the server take every attacker's frames before the client comes.
+        var pause: std.os.linux.timespec = .{ .sec = 0, .nsec = 200 * std.time.ns_per_ms };
+        _ = std.os.linux.nanosleep(&pause, null);
+        var client = try Client.connectPlain(running.plainPort(), 10_000);
+        defer client.close();
+        var reader: Reader = .{ .client = &client, .resets_ok = true };
+        defer reader.deinit();
+        var frames: Frames = undefined;
+        try frames.init(&.{});
+        defer frames.deinit();
+        try frames.get(1, "/fair");
+        try client.send(frames.bytes.items);
+        try reader.until(struct {
+            fn f(r: *const Reader) bool {
+                return r.ended[1] or r.resets[1] != null;
+            }
+        }.f);
+        try testing.expectEqual(@as(?frame.ErrorCode, null), reader.resets[1]);
+        try testing.expectEqualStrings("/fair over HTTP/2.0", reader.data[1].items);
+    }
+}

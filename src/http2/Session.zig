@@ -1311,7 +1311,7 @@ fn headerBlock(s: *Session, id: u31, end_stream: bool, block: []const u8) void {
         state.streams = state.worker_gpa.realloc(state.streams, larger) catch
             return s.resetStream(id, .refused_stream);
     }
-    const x = w.acquireStreamExchange() orelse return s.resetStream(id, .refused_stream);
+    const x = w.acquireStreamExchange(state.stream_count) orelse return s.resetStream(id, .refused_stream);
     const index = state.stream_count;
     state.stream_count += 1;
     state.streams[index] = .{
