@@ -3,8 +3,8 @@
 //!
 //! Where it streams: on engines that run the handler on a thread of its own (`blocking`,
 //! `thread_per_connection`, `worker_pool`, and handlers on the handler pool: a router route
-//! flagged `.with(.{ .blocking = true }, ...)`) over HTTP/1.1, and on the handler pool over
-//! HTTP/2 (docs/http2.md), every event leaves when it is sent, and a
+//! flagged `.with(.{ .blocking = true }, ...)`), over HTTP/1.1 and HTTP/2 alike
+//! (docs/http2.md), every event leaves when it is sent, and a
 //! client that went away makes the next `send` fail with `error.ClientGone` — the way a
 //! long-lived stream ends. A handler on an event loop thread (`epoll`, `io_uring`) sends
 //! nothing until it returns: the events are buffered and leave together. `live()` tells which

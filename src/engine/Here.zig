@@ -53,6 +53,10 @@ pub fn run(worker: *Worker, fd: linux.fd_t, nonblocking: bool, control: *engine.
     if (here.helper) |thread| {
         // The helper handed the handler's return to the connection before it ended.
         thread.join();
+        // The return's own post may still list the connection, when the helper saw the return
+        // while taking an earlier post: nothing is left to hand over, and the worker may serve
+        // other connections after this one.
+        _ = worker.takeCompletions();
         return if (here.closed) .close else .later;
     }
     c.onPoolEvent();
@@ -95,16 +99,23 @@ fn lent(here: *const Here) bool {
     return here.connection.handling() and here.worker.here_job == null;
 }
 
-/// The helper thread: drives the connection until its handler has returned.
+/// The helper thread: drives the connection until its handler has returned. Each wait ends
+/// a drive (`Io` says `.later`), so a stream that runs for hours never meets the driver's step
+/// bound.
 fn drive(here: *Here) void {
     const c = here.connection;
     Worker.current = here.worker;
     defer Worker.current = null;
     var io: Io = .{ .here = here };
     while (lent(here)) switch (driver.drive(&io, c)) {
-        // The handler neither streams nor reads right now, or it returned.
+        // The socket is not ready, the handler neither streams nor reads right now (`.wait`),
+        // or it returned.
         .later => if (lent(here)) {
-            _ = io.wait(-1, 0, std.math.maxInt(u64));
+            const events = io.want;
+            io.want = 0;
+            if (io.wait(if (events != 0) here.fd else -1, events, c.deadline()) == .ready) {
+                if (events == posix.POLL.IN) io.readable = true else io.writable = true;
+            }
         },
         .close => {
             // Its hand-offs fail from here on; its return is still awaited.
@@ -116,12 +127,20 @@ fn drive(here: *Here) void {
     };
 }
 
-/// How the helper waits, for `driver.drive`: `poll` on the socket, the worker's wake event
-/// (what the handler posts) and the server's stop, bounded by the connection's deadline.
+/// How the helper waits, for `driver.drive`: a socket that is not known to be ready ends the
+/// drive (`.later`, with what to wait for in `want`); `drive` above then waits with `poll` on
+/// the socket, the worker's wake event (what the handler posts) and the server's stop, bounded
+/// by the connection's deadline.
 const Io = struct {
     here: *Here,
+    /// `poll` said so; one receive consumes it (a blocking socket is read only after `poll`).
+    readable: bool = false,
     writable: bool = true,
-    /// When the server stopped, the connection's last moment (GOAWAY was said then).
+    /// What the drive that ended waits for on the socket (0: nothing, only the handler).
+    want: i16 = 0,
+    /// The server's stop was seen: its event, readable from then on, is not watched again.
+    stop_seen: bool = false,
+    /// When the server stopped, the connection's last moment, on the whole shutdown's clock.
     drain_deadline_ms: u64 = std.math.maxInt(u64),
 
     pub fn beforeStep(io: *Io, c: *Connection) ?driver.Stop {
@@ -129,7 +148,8 @@ const Io = struct {
         here.worker.updateClock();
         if (!lent(here)) return .later;
         if (io.drain_deadline_ms == std.math.maxInt(u64) and here.control.stopRequested()) {
-            io.drain_deadline_ms = here.worker.now_ms + here.control.shutdown_timeout_ms;
+            // What is left of shutdown_timeout_ms since the stop, whichever thread saw it first.
+            io.drain_deadline_ms = here.worker.now_ms + here.control.remainingMs();
             c.drain();
         }
         if (here.worker.now_ms >= io.drain_deadline_ms) return .close;
@@ -138,25 +158,23 @@ const Io = struct {
 
     pub fn awaitRecv(io: *Io, c: *Connection) driver.Await {
         if (io.here.worker.now_ms >= c.deadline()) return .timed_out;
-        return switch (io.wait(io.here.fd, posix.POLL.IN, c.deadline())) {
-            .ready => .ready,
-            .woken, .nothing => .again,
-        };
+        if (io.readable) return .ready;
+        io.want = posix.POLL.IN;
+        return .later;
     }
 
     pub fn awaitSend(io: *Io, c: *Connection) driver.Await {
         if (io.writable) return .ready;
         if (io.here.worker.now_ms >= c.deadline()) return .timed_out;
-        if (io.wait(io.here.fd, posix.POLL.OUT, c.deadline()) == .ready) io.writable = true;
-        return .again;
+        io.want = posix.POLL.OUT;
+        return .later;
     }
 
     /// What a wait came to.
     const Waited = enum {
         /// The socket is ready.
         ready,
-        /// The handler posted something, now handed to the connection (whose next action
-        /// may have changed: ask it again).
+        /// The handler posted something, now handed to the connection.
         woken,
         /// The deadline, the stop, or a bounded wait's end.
         nothing,
@@ -173,10 +191,10 @@ const Io = struct {
             .{ .fd = worker.wake_fd, .events = posix.POLL.IN, .revents = 0 },
             .{ .fd = here.control.wake_fd, .events = posix.POLL.IN, .revents = 0 },
         };
-        // Once the stop was seen, its event stays readable: stop watching it.
-        const count: usize = if (io.drain_deadline_ms == std.math.maxInt(u64)) 3 else 2;
+        const count: usize = if (io.stop_seen) 2 else 3;
         _ = posix.poll(fds[0..count], wait_ms) catch return .nothing;
         worker.updateClock();
+        if (count == 3 and fds[2].revents != 0) io.stop_seen = true;
         if (fds[1].revents != 0) {
             var list = worker.takeCompletions();
             while (list) |connection| {
@@ -189,6 +207,7 @@ const Io = struct {
     }
 
     pub fn recv(io: *Io, buffer: []u8) driver.Result {
+        io.readable = false;
         const n = socket.recv(io.here.fd, buffer) catch |err| return driver.fromError(err);
         return .{ .done = n };
     }

@@ -315,10 +315,18 @@ const PoolThread = struct {
         var io: ThreadIo = .{ .thread = t, .slot = slot, .timed_out = timed_out };
         const outcome = while (true) {
             const outcome = driver.drive(&io, c);
-            if (worker.here_job == null) break outcome;
+            // After a `.later` that parked the connection, the slot is the poller's (another
+            // thread may be serving it): only `here_pending`, set before any park, is asked.
+            const job_waits = switch (outcome) {
+                .later => io.here_pending,
+                .close => worker.here_job != null,
+            };
+            if (!job_waits) break outcome;
+            io.here_pending = false;
             // An HTTP/2 stream's handler, run on this thread (it may lend the loop meanwhile).
             // One the session handed over as the connection ended runs too, and finds its
             // client gone.
+            if (outcome == .close) c.onError();
             const ran = Here.run(worker, slot.fd, true, pool.shared.control);
             if (outcome == .close or ran == .close) break .close;
         };
@@ -337,13 +345,25 @@ const PoolThread = struct {
         writable: bool = true,
         /// A timeout was applied during this turn: the next wait parks instead.
         timed_out: bool,
+        /// The drive stopped for an HTTP/2 stream's handler to run here (`Worker.here_job`).
+        here_pending: bool = false,
 
         pub fn beforeStep(io: *ThreadIo, c: *Connection) ?driver.Stop {
             const worker = c.worker;
-            if (worker.here_job != null) return .later; // `serve` runs it first
+            const pool = io.thread.pool;
             worker.updateClock();
+            if (pool.shared.control.stopRequested() and !worker.draining) {
+                // Seen here too: `serve` may keep a connection across HTTP/2 handlers.
+                @atomicStore(bool, &worker.draining, true, .monotonic); // read by handler code
+                pool.beginDrain(worker.now_ms);
+                if (c.saysGoodbye()) c.drain();
+            }
             if (c.websocketOpen()) runWoken(worker);
-            if (worker.draining and worker.now_ms >= io.thread.pool.drainDeadline()) return .close;
+            if (worker.draining and worker.now_ms >= pool.drainDeadline()) return .close;
+            if (worker.here_job != null) {
+                io.here_pending = true; // `serve` runs it first
+                return .later;
+            }
             return null;
         }
 

@@ -40,6 +40,7 @@ pub fn serveConnection(worker: *Worker, fd: linux.fd_t, peer: ?std.Io.net.IpAddr
         if (worker.here_job != null) {
             // An HTTP/2 stream's handler, run here (it may lend the loop meanwhile). One the
             // session handed over as the connection ended runs too, and finds its client gone.
+            if (stop == .close) c.onError();
             const ran = Here.run(worker, fd, false, control);
             io.readable = false; // a lent loop may have read the socket dry
             if (stop == .close or ran == .close) return;
@@ -66,7 +67,6 @@ const ThreadIo = struct {
 
     pub fn beforeStep(io: *ThreadIo, c: *Connection) ?driver.Stop {
         const worker = io.worker;
-        if (worker.here_job != null) return .later; // the caller runs it first
         worker.updateClock();
         worker.tick();
         if (io.control.stopRequested() and !worker.draining) {
@@ -78,6 +78,7 @@ const ThreadIo = struct {
             if (!c.idle() or !readableNow(io.socket_fd)) c.drain();
             if (worker.now_ms >= io.drain_deadline_ms.*) return .close;
         }
+        if (worker.here_job != null) return .later; // the caller runs it first
         return null;
     }
 
