@@ -693,6 +693,17 @@ fn goawayCode(bytes: []const u8) ?frame.ErrorCode {
     }
 }
 
+/// Sends `bytes` on a new connection and reads to its end: the server must have ended it with
+/// GOAWAY ENHANCE_YOUR_CALM (it may close before it has taken them all).
+fn expectCalmed(port: u16, bytes: []const u8) !void {
+    var client = try Client.connectPlain(port, 10_000);
+    defer client.close();
+    client.send(bytes) catch {};
+    const answer = try client.readToEnd(testing.allocator);
+    defer testing.allocator.free(answer);
+    try testing.expectEqual(frame.ErrorCode.enhance_your_calm, goawayCode(answer).?);
+}
+
 /// After an attack: curl over h2c is served as before (`skipWithout` skips only for a missing
 /// curl).
 fn servesAfter(running: *Running) !void {
@@ -716,12 +727,7 @@ test "Rapid Reset over a socket on every engine: GOAWAY ENHANCE_YOUR_CALM, then 
             try frames.rst(id);
             id += 2;
         }
-        var client = try Client.connectPlain(running.plainPort(), 10_000);
-        defer client.close();
-        client.send(frames.bytes.items) catch {}; // the server may close before it has all
-        const answer = try client.readToEnd(testing.allocator);
-        defer testing.allocator.free(answer);
-        try testing.expectEqual(frame.ErrorCode.enhance_your_calm, goawayCode(answer).?);
+        try expectCalmed(running.plainPort(), frames.bytes.items);
         // Others are served as before.
         servesAfter(running) catch |err| return skipWithout("curl", err);
     }
@@ -766,12 +772,7 @@ test "floods over a socket on every engine: PRIORITY, WINDOW_UPDATE for a closed
                 };
                 try frames.bytes.appendSlice(testing.allocator, bytes);
             }
-            var client = try Client.connectPlain(running.plainPort(), 10_000);
-            defer client.close();
-            client.send(frames.bytes.items) catch {}; // the server may close before it has all
-            const answer = try client.readToEnd(testing.allocator);
-            defer testing.allocator.free(answer);
-            try testing.expectEqual(frame.ErrorCode.enhance_your_calm, goawayCode(answer).?);
+            try expectCalmed(running.plainPort(), frames.bytes.items);
         }
         servesAfter(running) catch |err| return skipWithout("curl", err);
     }
@@ -1198,18 +1199,14 @@ test "review: a pulled body deferred behind a streaming pool handler and answere
     }
 }
 
-test "streams held open on a few connections cannot take the exchanges every other connection needs: HTTP/1.1 and h2c clients are still served" {
-    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
-        errdefer std.debug.print("engine {t}\n", .{kind});
-        // One worker with 24 exchanges (connections_max); each HTTP/2 connection may open 10
-        // streams. Three attackers each open all 10 with a body that never comes (held for
-        // body_timeout_ms): 3 × (1 + 10) exchanges wanted, more than the worker has.
-        const running = try Running.start(kind, .{ .workers = 1, .connections_max = 24, .http2_streams_max = 10 });
-        defer running.stop();
-        var attackers: [3]Client = undefined;
-        var open: usize = 0;
-        defer for (attackers[0..open]) |*a| a.close();
-        for (&attackers) |*a| {
+/// Three connections that each open 10 streams with a body that never comes (held for
+/// `body_timeout_ms`), for the tests of exchanges held open.
+const HeldStreams = struct {
+    clients: [3]Client = undefined,
+    opened: usize = 0,
+
+    fn open(held: *HeldStreams, port: u16) !void {
+        for (&held.clients) |*a| {
             var frames: Frames = undefined;
             try frames.init(&.{});
             defer frames.deinit();
@@ -1218,13 +1215,31 @@ test "streams held open on a few connections cannot take the exchanges every oth
                 try frames.post(id, "/echo");
                 id += 2;
             }
-            a.* = try Client.connectPlain(running.plainPort(), 10_000);
-            open += 1;
+            a.* = try Client.connectPlain(port, 10_000);
+            held.opened += 1;
             try a.send(frames.bytes.items);
         }
         // Let the server take every attacker's frames before the clients come.
         var pause: std.os.linux.timespec = .{ .sec = 0, .nsec = 200 * std.time.ns_per_ms };
         _ = std.os.linux.nanosleep(&pause, null);
+    }
+
+    fn close(held: *HeldStreams) void {
+        for (held.clients[0..held.opened]) |*a| a.close();
+    }
+};
+
+test "streams held open on a few connections cannot take the exchanges every other connection needs: HTTP/1.1 and h2c clients are still served" {
+    for (usable(&[_]saker.engine.Kind{ .epoll, .io_uring })) |kind| {
+        errdefer std.debug.print("engine {t}\n", .{kind});
+        // One worker with 24 exchanges (connections_max); each HTTP/2 connection may open 10
+        // streams. Three attackers each open all 10 with a body that never comes (held for
+        // body_timeout_ms): 3 × (1 + 10) exchanges wanted, more than the worker has.
+        const running = try Running.start(kind, .{ .workers = 1, .connections_max = 24, .http2_streams_max = 10 });
+        defer running.stop();
+        var attackers: HeldStreams = .{};
+        defer attackers.close();
+        try attackers.open(running.plainPort());
         for (0..3) |_| {
             const response = try Client.fetchPlain(testing.allocator, running.plainPort(), "GET /h1 HTTP/1.1\r\nHost: t\r\n\r\n");
             defer response.deinit(testing.allocator);
@@ -1248,25 +1263,9 @@ test "a few connections holding every stream they may cannot take the stream sha
         // take no more once a quarter is left): 2 are left.
         const running = try Running.start(kind, .{ .workers = 1, .http2_streams_max = 10, .http2_stream_exchanges_max = 24 });
         defer running.stop();
-        var attackers: [3]Client = undefined;
-        var open: usize = 0;
-        defer for (attackers[0..open]) |*a| a.close();
-        for (&attackers) |*a| {
-            var frames: Frames = undefined;
-            try frames.init(&.{});
-            defer frames.deinit();
-            var id: u31 = 1;
-            for (0..10) |_| {
-                try frames.post(id, "/echo");
-                id += 2;
-            }
-            a.* = try Client.connectPlain(running.plainPort(), 10_000);
-            open += 1;
-            try a.send(frames.bytes.items);
-        }
-        // Let the server take every attacker's frames before the client comes.
-        var pause: std.os.linux.timespec = .{ .sec = 0, .nsec = 200 * std.time.ns_per_ms };
-        _ = std.os.linux.nanosleep(&pause, null);
+        var attackers: HeldStreams = .{};
+        defer attackers.close();
+        try attackers.open(running.plainPort());
         var client = try Client.connectPlain(running.plainPort(), 10_000);
         defer client.close();
         var reader: Reader = .{ .client = &client, .resets_ok = true };
