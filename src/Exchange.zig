@@ -114,6 +114,21 @@ pub const CompletionLink = struct {
     next: ?*Connection = null,
     /// Whether the connection is on the list (under the worker's mutex).
     listed: bool = false,
+    /// The handler returned: set by its thread together with the listing that reports it,
+    /// under the worker's mutex (`Worker.handlerReturned`).
+    returned: bool = false,
+    /// The engine took the listing that reported the return (`Worker.takeCompletions`). Only
+    /// then may it act on the return: the handler's thread is done with the connection, and
+    /// no later listing of it can come.
+    return_taken: bool = false,
+
+    /// Engine thread: whether the handler's return came with the posts just taken; consumes
+    /// it.
+    pub fn takeReturn(link: *CompletionLink) bool {
+        defer link.return_taken = false;
+        assert(!link.returned);
+        return link.return_taken;
+    }
 };
 
 /// How a body is being received.

@@ -19,8 +19,8 @@ const Handoff = @This();
 /// Most iovecs handed over at once; `writeAll` splits larger sets.
 pub const iovec_max = 32;
 
-/// Set by the handler's thread when `handle` has returned, with its error if any.
-handler_done: bool = false,
+/// Set by the handler's thread when `handle` failed (its return is posted with
+/// `Worker.handlerReturned`).
 handler_error: ?anyerror = null,
 /// The client went away while the handler ran: close once it is done.
 client_gone: bool = false,
@@ -62,7 +62,6 @@ pub const Sink = struct {
 /// Readies the hand-off for a handler about to run on the pool.
 pub fn begin(h: *Handoff) void {
     assert(h.stateNow() == .idle or h.stateNow() == .done or h.stateNow() == .failed);
-    h.handler_done = false;
     h.handler_error = null;
     h.client_gone = false;
     h.abandoned.store(false, .monotonic); // the handler's thread starts after this is published

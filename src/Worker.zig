@@ -448,23 +448,31 @@ pub fn wakeFd(worker: *Worker) error{SystemResources}!std.os.linux.fd_t {
     return worker.wake_fd;
 }
 
-/// Handler's thread: the handler has returned (its outcome is in the session).
+/// Handler's thread: the handler has returned (its outcome is in the session). The return is
+/// published with the listing that reports it, so the engine never acts on a return whose
+/// post is still to come (a later post would list a connection the engine may have closed).
+/// The connection must not be touched after this.
 pub fn handlerReturned(worker: *Worker, connection: *Connection) void {
     if (worker.here) |here| return here.returned(here.context, connection);
-    worker.wakeLoop(connection);
+    worker.wakeLoop(connection, .returned);
 }
 
 /// Handler's thread: tells the engine `connection` needs attention (a streamed chunk to send,
 /// a read to serve).
 pub fn postCompletion(worker: *Worker, connection: *Connection) void {
     if (worker.here) |here| return here.posted(here.context, connection);
-    worker.wakeLoop(connection);
+    worker.wakeLoop(connection, .posted);
 }
 
+/// What a handler's thread tells its engine.
+pub const Post = enum { posted, returned };
+
 /// Puts `connection` on the completion list and wakes the thread that serves it.
-pub fn wakeLoop(worker: *Worker, connection: *Connection) void {
+pub fn wakeLoop(worker: *Worker, connection: *Connection, post: Post) void {
     worker.completions_mutex.lock();
     const link = connection.completionLink();
+    assert(!link.returned);
+    if (post == .returned) link.returned = true;
     // The engine may already have served an earlier post of this connection (a socket event
     // drove it) without taking the list yet: it is still listed, and linking it again would
     // make a cycle. Listed once, it is looked at once for all it posted.
@@ -489,7 +497,11 @@ pub fn takeCompletions(worker: *Worker) ?*Connection {
     worker.completions = null;
     var item = list;
     while (item) |connection| : (item = connection.completionLink().next) {
-        connection.completionLink().listed = false;
+        const link = connection.completionLink();
+        link.listed = false;
+        assert(!link.return_taken); // a return is acted on before the next take
+        link.return_taken = link.returned;
+        link.returned = false;
     }
     return list;
 }

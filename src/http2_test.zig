@@ -875,6 +875,75 @@ test "http2: a handler pool's finished response goes out before the next handler
     try testing.expect(seen.get(3).?.ended);
 }
 
+test "http2: a pool handler's return comes with its own post, after a read the socket served" {
+    var fixture: Fixture = undefined;
+    try fixture.init(.{});
+    defer fixture.deinit();
+    // The body of `/pull` is read as it arrives, by a handler that reads five bytes and answers.
+    const Pull = struct {
+        fn onHead(_: *anyopaque, _: *Request, _: *Response) anyerror!Worker.BodyAction {
+            return .reader;
+        }
+        fn handle(_: *anyopaque, req: *Request, res: *Response) anyerror!void {
+            var buffer: [5]u8 = undefined;
+            const n = try (try req.bodyReader()).readSliceShort(&buffer);
+            try res.print("read {d}", .{n});
+        }
+    };
+    fixture.worker.dispatch.on_head = Pull.onHead;
+    fixture.worker.dispatch.handle = Pull.handle;
+    var pool: @import("HandlerPool.zig") = undefined;
+    try startPool(&fixture, &pool);
+    defer _ = pool.stop(1000);
+    var c: @import("Connection.zig") = .init(&fixture.worker);
+    defer c.deinit();
+    var output: std.ArrayList(u8) = .empty;
+    defer output.deinit(testing.allocator);
+    var client: Client = undefined;
+    try client.init();
+    defer client.deinit();
+    try client.request(1, "POST", "/pull", false);
+    try feed(&c, client.bytes.items, &output);
+    // The handler's read is posted, and the body arrives before the loop looks at the post:
+    // the socket's bytes serve the read, and the handler returns while the post is listed.
+    try waitReadPending(&c);
+    client.bytes.clearRetainingCapacity();
+    try client.data(1, "hello", true);
+    try feed(&c, client.bytes.items, &output);
+    // One take carries the return (the post listed before it and the return's own), and
+    // nothing is listed after it.
+    var returned = false;
+    for (0..10_000) |_| {
+        const taken = fixture.worker.takeCompletions() orelse {
+            const pause: std.os.linux.timespec = .{ .sec = 0, .nsec = 1_000_000 };
+            _ = std.os.linux.nanosleep(&pause, null);
+            continue;
+        };
+        try testing.expect(taken == &c and taken.completionLink().next == null);
+        returned = taken.completionLink().return_taken;
+        taken.onPoolEvent();
+        if (returned) break;
+    }
+    try testing.expect(returned);
+    try testing.expect(!c.handling());
+    try testing.expectEqual(@as(?*@import("Connection.zig"), null), fixture.worker.takeCompletions());
+    try drainOutput(&c, &output);
+    var seen = try parseOutput(output.items);
+    defer seen.deinit();
+    try testing.expectEqualStrings("read 5", seen.get(1).?.body.items);
+}
+
+/// Waits until the pool handler of `c` waits for body bytes (its post listed, not taken).
+fn waitReadPending(c: *@import("Connection.zig")) !void {
+    const state = c.protocol.http2.state.?;
+    for (0..10_000) |_| {
+        if (state.pool_exchange.?.handoff.readPending()) return;
+        const pause: std.os.linux.timespec = .{ .sec = 0, .nsec = 1_000_000 };
+        _ = std.os.linux.nanosleep(&pause, null);
+    }
+    return error.NoRead;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Review (review3): cases that fail on the code as committed.
 

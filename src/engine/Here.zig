@@ -53,10 +53,9 @@ pub fn run(worker: *Worker, fd: linux.fd_t, nonblocking: bool, control: *engine.
     if (here.helper) |thread| {
         // The helper handed the handler's return to the connection before it ended.
         thread.join();
-        // The return's own post may still list the connection, when the helper saw the return
-        // while taking an earlier post: nothing is left to hand over, and the worker may serve
-        // other connections after this one.
-        _ = worker.takeCompletions();
+        // The helper took the return with its listing (`Worker.handlerReturned`): nothing is
+        // listed now, but the wake event may still count the return's post.
+        assert(worker.takeCompletions() == null);
         return if (here.closed) .close else .later;
     }
     c.onPoolEvent();
@@ -77,7 +76,7 @@ fn posted(context: *anyopaque, c: *Connection) void {
             return;
         };
     }
-    here.worker.wakeLoop(c);
+    here.worker.wakeLoop(c, .posted);
 }
 
 fn lend(here: *Here) !std.Thread {
@@ -88,10 +87,12 @@ fn lend(here: *Here) !std.Thread {
     return std.Thread.spawn(.{ .stack_size = stack_bytes }, drive, .{here});
 }
 
-/// Handler's thread: the handler returned. With the loop lent, the helper hands it over.
+/// Handler's thread: the handler returned. With the loop lent, the helper hands it over;
+/// otherwise `run` does, on this thread.
 fn returned(context: *anyopaque, c: *Connection) void {
     const here: *Here = @ptrCast(@alignCast(context));
-    if (here.helper != null) here.worker.wakeLoop(c);
+    if (here.helper != null) return here.worker.wakeLoop(c, .returned);
+    c.completionLink().return_taken = true;
 }
 
 /// Whether the helper still has the connection: its handler runs, and no other waits to run.

@@ -839,8 +839,7 @@ pub fn runHandlerOnPool(c: *Session) void {
     };
     c.connection().sink = null;
     x.response.stream = null;
-    x.handoff.handler_done = true;
-    c.worker().postCompletion(c.connection());
+    c.worker().handlerReturned(c.connection());
 }
 
 /// The worker's completion event fired for this connection: a streamed chunk to send (then
@@ -848,8 +847,7 @@ pub fn runHandlerOnPool(c: *Session) void {
 pub fn onPoolEvent(c: *Session) void {
     assert(c.phase == .handling);
     const x = c.exchange.?;
-    if (!x.handoff.handler_done) return; // a chunk to send: next() returns it
-    x.handoff.handler_done = false;
+    if (!x.completion.takeReturn()) return; // a chunk to send: next() returns it
     c.worker().metrics.handlerEnded();
     c.phase = .body;
     if (x.handoff.client_gone) {

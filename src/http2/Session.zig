@@ -448,11 +448,10 @@ pub fn onPoolEvent(s: *Session) void {
     const w = s.worker();
     const id = state.pool_stream;
     const pool_x = state.pool_exchange.?;
-    if (!pool_x.handoff.handler_done) {
+    if (!state.completion.takeReturn()) {
         if (pool_x.handoff.readPending()) return s.readArrived();
         return s.chunkArrived();
     }
-    pool_x.handoff.handler_done = false;
     const result: anyerror!void = if (state.pool_error) |err| err else {};
     state.pool_stream = 0;
     state.pool_exchange = null;
@@ -500,7 +499,6 @@ pub fn runHandlerOnPool(s: *Session) void {
     w.dispatch.handle(w.dispatch.context, &x.request, &x.response) catch |err| {
         state.pool_error = err;
     };
-    x.handoff.handler_done = true;
     w.handlerReturned(s.connection());
 }
 
