@@ -122,11 +122,16 @@ pub const CompletionLink = struct {
     /// no later listing of it can come.
     return_taken: bool = false,
 
+    /// The next connection of the list the engine took: `next` may be rewritten by a
+    /// handler's thread as soon as the take has unlisted the connection, this only by the
+    /// take.
+    taken_next: ?*Connection = null,
+
     /// Engine thread: whether the handler's return came with the posts just taken; consumes
-    /// it.
+    /// it. (A return posted since the take may already be set in `returned`: the next take
+    /// carries it.)
     pub fn takeReturn(link: *CompletionLink) bool {
         defer link.return_taken = false;
-        assert(!link.returned);
         return link.return_taken;
     }
 };

@@ -481,13 +481,17 @@ pub fn wakeLoop(worker: *Worker, connection: *Connection, post: Post) void {
         link.next = worker.completions;
         worker.completions = connection;
     }
-    worker.completions_mutex.unlock();
+    // Written before the unlock: once the engine may take a return, it may also stop and
+    // close this event. (The engine reads the event before it takes the list, so a wake
+    // written here is never lost, at worst one more.)
     const one: u64 = 1;
     _ = std.os.linux.write(worker.wake_fd, std.mem.asBytes(&one), @sizeOf(u64));
+    worker.completions_mutex.unlock();
 }
 
-/// Called on the engine thread: takes every posted connection (a list linked through
-/// `Connection.completionLink`).
+/// Called on the engine thread: takes every posted connection, a list linked through
+/// `Connection.completionLink().taken_next` (a handler's thread may list a connection again,
+/// through `next`, once it is taken).
 pub fn takeCompletions(worker: *Worker) ?*Connection {
     var counter: u64 = undefined;
     _ = std.os.linux.read(worker.wake_fd, std.mem.asBytes(&counter), @sizeOf(u64));
@@ -498,6 +502,7 @@ pub fn takeCompletions(worker: *Worker) ?*Connection {
     var item = list;
     while (item) |connection| : (item = connection.completionLink().next) {
         const link = connection.completionLink();
+        link.taken_next = link.next;
         link.listed = false;
         assert(!link.return_taken); // a return is acted on before the next take
         link.return_taken = link.returned;

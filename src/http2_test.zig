@@ -919,7 +919,7 @@ test "http2: a pool handler's return comes with its own post, after a read the s
             _ = std.os.linux.nanosleep(&pause, null);
             continue;
         };
-        try testing.expect(taken == &c and taken.completionLink().next == null);
+        try testing.expect(taken == &c and taken.completionLink().taken_next == null);
         returned = taken.completionLink().return_taken;
         taken.onPoolEvent();
         if (returned) break;

@@ -206,7 +206,7 @@ fn onEvent(loop: *Epoll, event: linux.epoll_event) void {
 fn onCompletions(loop: *Epoll) void {
     var list = loop.worker.takeCompletions();
     while (list) |connection| {
-        list = connection.completionLink().next;
+        list = connection.completionLink().taken_next;
         connection.onPoolEvent();
         loop.drive(@fieldParentPtr("connection", connection));
     }

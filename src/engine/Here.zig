@@ -199,7 +199,7 @@ const Io = struct {
         if (fds[1].revents != 0) {
             var list = worker.takeCompletions();
             while (list) |connection| {
-                list = connection.completionLink().next;
+                list = connection.completionLink().taken_next;
                 connection.onPoolEvent();
             }
             return .woken;

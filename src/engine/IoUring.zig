@@ -301,7 +301,7 @@ fn armCompletions(loop: *IoUring) !void {
 fn onCompletions(loop: *IoUring) !void {
     var list = loop.worker.takeCompletions();
     while (list) |connection| {
-        list = connection.completionLink().next;
+        list = connection.completionLink().taken_next;
         connection.onPoolEvent();
         loop.drive(@fieldParentPtr("connection", connection));
     }
