@@ -489,10 +489,9 @@ pub fn wakeLoop(worker: *Worker, connection: *Connection, post: Post) void {
     worker.completions_mutex.unlock();
 }
 
-/// Called on the engine thread: takes every posted connection, a list linked through
-/// `Connection.completionLink().taken_next` (a handler's thread may list a connection again,
-/// through `next`, once it is taken).
-pub fn takeCompletions(worker: *Worker) ?*Connection {
+/// Called on the engine thread: takes every posted connection. Each must be given
+/// `Connection.onPoolEvent` before the next take.
+pub fn takeCompletions(worker: *Worker) Taken {
     var counter: u64 = undefined;
     _ = std.os.linux.read(worker.wake_fd, std.mem.asBytes(&counter), @sizeOf(u64));
     worker.completions_mutex.lock();
@@ -508,8 +507,21 @@ pub fn takeCompletions(worker: *Worker) ?*Connection {
         link.return_taken = link.returned;
         link.returned = false;
     }
-    return list;
+    return .{ .rest = list };
 }
+
+/// The connections one take took, linked through `taken_next`: `next` belongs to the
+/// handlers' threads again as soon as the take has unlisted a connection (one may list it
+/// anew while the engine serves the list).
+pub const Taken = struct {
+    rest: ?*Connection,
+
+    pub fn next(taken: *Taken) ?*Connection {
+        const connection = taken.rest orelse return null;
+        taken.rest = connection.completionLink().taken_next;
+        return connection;
+    }
+};
 
 /// Hands out a large receive buffer, or null when all are in use.
 pub fn acquireLarge(worker: *Worker) ?[]u8 {

@@ -835,7 +835,11 @@ fn startPool(fixture: *Fixture, pool: *@import("HandlerPool.zig")) !void {
 /// something nothing will give it).
 fn awaitCompletion(w: *Worker) !*@import("Connection.zig") {
     for (0..10_000) |_| {
-        if (w.takeCompletions()) |c| return c;
+        var taken = w.takeCompletions();
+        if (taken.next()) |c| {
+            try testing.expectEqual(@as(?*@import("Connection.zig"), null), taken.next());
+            return c;
+        }
         const pause: std.os.linux.timespec = .{ .sec = 0, .nsec = 1_000_000 };
         _ = std.os.linux.nanosleep(&pause, null);
     }
@@ -914,19 +918,20 @@ test "http2: a pool handler's return comes with its own post, after a read the s
     // nothing is listed after it.
     var returned = false;
     for (0..10_000) |_| {
-        const taken = fixture.worker.takeCompletions() orelse {
+        var list = fixture.worker.takeCompletions();
+        const taken = list.next() orelse {
             const pause: std.os.linux.timespec = .{ .sec = 0, .nsec = 1_000_000 };
             _ = std.os.linux.nanosleep(&pause, null);
             continue;
         };
-        try testing.expect(taken == &c and taken.completionLink().taken_next == null);
+        try testing.expect(taken == &c and list.next() == null);
         returned = taken.completionLink().return_taken;
         taken.onPoolEvent();
         if (returned) break;
     }
     try testing.expect(returned);
     try testing.expect(!c.handling());
-    try testing.expectEqual(@as(?*@import("Connection.zig"), null), fixture.worker.takeCompletions());
+    try testing.expectEqual(@as(?*@import("Connection.zig"), null), fixture.worker.takeCompletions().rest);
     try drainOutput(&c, &output);
     var seen = try parseOutput(output.items);
     defer seen.deinit();

@@ -204,9 +204,8 @@ fn onEvent(loop: *Epoll, event: linux.epoll_event) void {
 
 /// Handler pool threads have finished handlers or have chunks to send.
 fn onCompletions(loop: *Epoll) void {
-    var list = loop.worker.takeCompletions();
-    while (list) |connection| {
-        list = connection.completionLink().taken_next;
+    var taken = loop.worker.takeCompletions();
+    while (taken.next()) |connection| {
         connection.onPoolEvent();
         loop.drive(@fieldParentPtr("connection", connection));
     }

@@ -55,7 +55,7 @@ pub fn run(worker: *Worker, fd: linux.fd_t, nonblocking: bool, control: *engine.
         thread.join();
         // The helper took the return with its listing (`Worker.handlerReturned`): nothing is
         // listed now, but the wake event may still count the return's post.
-        assert(worker.takeCompletions() == null);
+        assert(worker.takeCompletions().rest == null);
         return if (here.closed) .close else .later;
     }
     c.onPoolEvent();
@@ -197,11 +197,8 @@ const Io = struct {
         worker.updateClock();
         if (count == 3 and fds[2].revents != 0) io.stop_seen = true;
         if (fds[1].revents != 0) {
-            var list = worker.takeCompletions();
-            while (list) |connection| {
-                list = connection.completionLink().taken_next;
-                connection.onPoolEvent();
-            }
+            var taken = worker.takeCompletions();
+            while (taken.next()) |connection| connection.onPoolEvent();
             return .woken;
         }
         return if (fds[0].revents != 0) .ready else .nothing;

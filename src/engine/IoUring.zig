@@ -299,9 +299,8 @@ fn armCompletions(loop: *IoUring) !void {
 
 /// Handler pool threads have finished handlers or have chunks to send.
 fn onCompletions(loop: *IoUring) !void {
-    var list = loop.worker.takeCompletions();
-    while (list) |connection| {
-        list = connection.completionLink().taken_next;
+    var taken = loop.worker.takeCompletions();
+    while (taken.next()) |connection| {
         connection.onPoolEvent();
         loop.drive(@fieldParentPtr("connection", connection));
     }
