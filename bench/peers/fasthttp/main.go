@@ -1,5 +1,6 @@
 // fasthttp peer: "Hello, World!" on GET /, and the baseline mix (/baseline11: the sum of the
-// query parameters a and b and the integer body). Run with GOMAXPROCS=1.
+// query parameters a and b and the integer body). Run with GOMAXPROCS=1 (bench/run's
+// plaintext-coresN scenarios set it to N).
 // Usage: fasthttp PORT
 package main
 

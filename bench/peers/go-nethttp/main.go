@@ -1,5 +1,6 @@
 // Go net/http peer: "Hello, World!" on GET /, and the baseline mix (/baseline11: the sum of
-// the query parameters a and b and the integer body). Run with GOMAXPROCS=1.
+// the query parameters a and b and the integer body). Run with GOMAXPROCS=1 (bench/run's
+// plaintext-coresN scenarios set it to N).
 // Usage: go-nethttp PORT
 package main
 
