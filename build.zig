@@ -243,7 +243,11 @@ pub fn build(b: *std.Build) void {
         .root_source_file = b.path("src/root.zig"),
         .target = target,
         .optimize = .ReleaseFast,
+        .link_libc = true, // OpenSSL needs it
     });
+    // The benchmarks reference saker's TLS and compression, which link these libraries.
+    linkOpenSsl(b, saker_fast, openssl_lib_dir);
+    linkCompression(saker_fast, compress_libraries);
     const bench_exe = b.addExecutable(.{
         .name = "bench-micro",
         .root_module = b.createModule(.{
