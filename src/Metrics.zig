@@ -91,7 +91,9 @@ pub const Counters = struct {
     /// `duration_ms` is how long since its head arrived, when known.
     pub fn answered(c: *Counters, method: ?http.Method, status: http.Status, duration_ms: ?u64) void {
         const slot = if (method) |m| slot_of[@backingInt(m)] else methods.len;
-        const class = @min(@max(status.code() / 100, 1), 5) - 1;
+        // Compares, not a division: this runs for every response.
+        const code = status.code();
+        const class: usize = if (code < 200) 0 else if (code < 300) 1 else if (code < 400) 2 else if (code < 500) 3 else 4;
         bump(&c.responses[slot][class], 1);
         const ms = duration_ms orelse return;
         const bucket = for (duration_buckets_ms, 0..) |bound, i| {
