@@ -76,6 +76,10 @@ response: Response = undefined,
 prepared: bool = false,
 /// Whether `response` was made by `Response.init` once, so `Response.reset` can renew it.
 response_ready: bool = false,
+/// The HTTP/1 connection whose per-connection request fields (arena, worker index, peer,
+/// TLS session) `request` holds, so its next request sets only what changes; null once the
+/// exchange is lent again (`Worker.takeExchange`) or a stream's request overwrote them.
+request_bound: ?*const anyopaque = null,
 /// The WebSocket session a handler accepted, from its 101 for as long as the connection
 /// speaks WebSocket (kept here, not in the protocol sessions, so a connection stays small).
 websocket: ?*WebSocketSession = null,

@@ -391,6 +391,7 @@ fn takeExchange(worker: *Worker) ?*Exchange {
     };
     worker.exchanges_busy += 1;
     exchange.next_free = null;
+    exchange.request_bound = null; // a new connection: its peer and TLS session differ
     return exchange;
 }
 

@@ -78,6 +78,23 @@ const TestHandler = struct {
         } else if (std.mem.eql(u8, path, "/close")) {
             res.keep_alive = false;
             try res.writeAll("bye");
+        } else if (std.mem.eql(u8, path, "/dirty")) {
+            // Everything a handler may leave behind in the request.
+            const params = struct {
+                const list = [_]Request.PathParam{.{ .name = "id", .value = "7" }};
+            };
+            req.user_data = self;
+            req.params = &params.list;
+            req.request_id = "left-over";
+            req.body_decoding.skipped = true;
+            req.body_source = .unavailable;
+            req.fault.blame(error.InvalidParameter, "page") catch {};
+            try res.writeAll("dirty");
+        } else if (std.mem.eql(u8, path, "/fresh")) {
+            try res.print("{} {d} {} {} {} {t}", .{
+                req.user_data == null,  req.params.len,            req.fault.err == null,
+                req.request_id == null, req.body_decoding.skipped, req.body_source,
+            });
         } else if (std.mem.eql(u8, path, "/empty")) {
             res.status = .no_content;
         } else if (std.mem.eql(u8, path, "/static")) {
@@ -335,6 +352,13 @@ test "Connection: a reused exchange starts each response fresh" {
     });
     defer testing.allocator.free(expected);
     try expectExchange(.{}, input, expected);
+}
+
+test "Connection: a reused exchange starts each request fresh" {
+    // What the first handler left in the request must not reach the next request of the same
+    // connection, pipelined (the same exchange) or not.
+    const input = "GET /dirty HTTP/1.1\r\nHost: a\r\n\r\nGET /fresh HTTP/1.1\r\nHost: a\r\n\r\n";
+    try expectExchange(.{}, input, ok(null, "dirty") ++ ok(null, "true 0 true true false buffered"));
 }
 
 test "Connection: a body larger than the send buffer" {

@@ -55,7 +55,7 @@ const keep_alive_line = "Connection: keep-alive\r\n";
 const upgrade_line = "Connection: Upgrade\r\n";
 
 /// Bytes `write` will produce.
-pub fn len(head: *const ResponseHead) usize {
+pub inline fn len(head: *const ResponseHead) usize {
     var n = status_line.get(head.status).len + head.date_line.len + 2;
     if (head.content_type) |value| n += content_type_name.len + value.len + 2;
     n += switch (head.framing) {

@@ -598,14 +598,64 @@ fn chunkedState(c: *Session, x: *Exchange, stream: bool) Exchange.Chunked {
 
 /// Builds the request view and an empty response for the current head and `body`.
 fn prepare(c: *Session, x: *Exchange, body: []const u8) void {
-    // A copy the request cannot alias: its fields then move without a detour over the stack.
-    const head = x.parser.head.requestHead();
-    x.request = .init(&head, body, x.arena.allocator());
-    x.request.worker_index = c.worker().index;
-    x.request.peer = if (c.connection().peer) |peer| peer.* else null;
-    x.request.tls_session = c.connection().transport.facts();
-    x.request.server_draining = @atomicLoad(bool, &c.worker().draining, .monotonic); // set by the engine
-    x.request.body_decoding.bytes_max = c.worker().config.decodedBodyBytesMax();
+    const head = &x.parser.head;
+    const req = &x.request;
+    const content_length: ?u64 = switch (head.framing) {
+        .content_length => |length| length,
+        .none, .chunked => null,
+    };
+    const draining = @atomicLoad(bool, &c.worker().draining, .monotonic); // set by the engine
+    const body_decoding: Request.BodyDecoding = .{ .bytes_max = c.worker().config.decodedBodyBytesMax() };
+    if (x.request_bound != @as(*const anyopaque, c)) {
+        // The connection's first request on this exchange: the whole request, with what
+        // stays the same for the connection's later requests (arena, worker, peer, TLS).
+        req.* = .{
+            .method = head.method,
+            .target = head.target,
+            .path = head.path,
+            .raw_query = head.query,
+            .version = head.version,
+            .headers = head.headers,
+            .host = head.host,
+            .keep_alive = head.keep_alive,
+            .upgrade = head.upgrade,
+            .connection_upgrade = head.connection_upgrade,
+            .content_length = content_length,
+            .chunked = head.framing == .chunked,
+            .body_bytes = body,
+            .arena = x.arena.allocator(),
+            .worker_index = c.worker().index,
+            .peer = if (c.connection().peer) |peer| peer.* else null,
+            .tls_session = c.connection().transport.facts(),
+            .server_draining = draining,
+            .body_decoding = body_decoding,
+        };
+        x.request_bound = c;
+    } else {
+        // A later request: only what a request or its handler may change, field by field.
+        // A field added to `Request` must be set here too (or be per connection, above).
+        comptime assert(@typeInfo(Request).@"struct".field_names.len == 25);
+        req.method = head.method;
+        req.target = head.target;
+        req.path = head.path;
+        req.raw_query = head.query;
+        req.version = head.version;
+        req.headers = head.headers;
+        req.host = head.host;
+        req.keep_alive = head.keep_alive;
+        req.upgrade = head.upgrade;
+        req.connection_upgrade = head.connection_upgrade;
+        req.content_length = content_length;
+        req.chunked = head.framing == .chunked;
+        req.body_bytes = body;
+        req.params = &.{};
+        req.user_data = null;
+        req.request_id = null;
+        req.server_draining = draining;
+        req.body_source = .buffered;
+        req.fault.err = null;
+        req.body_decoding = body_decoding;
+    }
     const free = x.out.len - x.out_len;
     const body_buffer = if (free >= Exchange.head_reserve + 256)
         x.out[x.out_len + Exchange.head_reserve ..]
@@ -816,7 +866,21 @@ fn mayBlock(c: *const Session, x: *const Exchange) bool {
     return may_block(c.worker().dispatch.context, &x.request);
 }
 
-fn handlerReturned(c: *Session, x: *Exchange, result: anyerror!void) void {
+inline fn handlerReturned(c: *Session, x: *Exchange, result: anyerror!void) void {
+    const res = &x.response;
+    // Nearly every handler returns a final status without error: that check alone stays
+    // inline, so the caller's frame does not carry the failure paths.
+    const ok = if (result) |_| true else |_| false;
+    if (ok and x.body != .pulled and res.failure == null and res.status.code() >= 200 and
+        res.status.code() <= 599)
+    {
+        return @call(.always_inline, finishResponse, .{ c, x });
+    }
+    c.handlerReturnedOther(x, result);
+}
+
+noinline fn handlerReturnedOther(c: *Session, x: *Exchange, result: anyerror!void) void {
+    @branchHint(.cold);
     const res = &x.response;
     if (x.body == .pulled and c.endPull(x, result)) return;
     result catch |err| return c.handlerFailed(x, err);

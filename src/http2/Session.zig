@@ -1427,6 +1427,7 @@ fn prepare(s: *Session, st: *Stream, head: *const http.RequestHead) void {
     const w = s.worker();
     const x = st.x;
     x.request = .init(head, "", x.arena.allocator());
+    x.request_bound = null; // every field is the stream's now
     x.request.worker_index = w.index;
     x.request.peer = if (s.connection().peer) |peer| peer.* else null;
     x.request.tls_session = s.connection().transport.facts();
