@@ -414,17 +414,19 @@ fn process(c: *Session) void {
     // while its request is still in memory.
     while (!c.close_after_send and !x.done.active) {
         switch (c.phase) {
+            // A head just completed goes straight on to its body: nothing it did can have
+            // closed the connection or made a response.
             .head => if (!c.processHead(x)) break,
-            .body => {
-                if (!c.processBody(x)) break;
-                c.dispatch(x);
-                if (c.phase == .handling) break;
-                c.finishRequest(x);
-                if (c.startWebSocket(x)) break;
-                if (x.batchFull()) break;
-            },
+            .body => {},
             else => break,
         }
+        assert(c.phase == .body and !c.close_after_send and !x.done.active);
+        if (!c.processBody(x)) break;
+        c.dispatch(x);
+        if (c.phase == .handling) break;
+        c.finishRequest(x);
+        if (c.startWebSocket(x)) break;
+        if (x.batchFull()) break;
     }
     if (x.sending()) c.deadlines().send_ms = c.worker().now_ms + c.worker().config.write_timeout_ms;
 }
