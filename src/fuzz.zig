@@ -2,7 +2,7 @@
 //! chunked decoder, a whole connection, the WebSocket frame parser and a WebSocket session.
 //! Each checks a property, not just "no crash":
 //! - the parser gives the same answer however its input is split, and with or without its
-//!   block fast path;
+//!   fast paths (short heads, field blocks);
 //! - the decoder gives the same bytes (or error) however its input is split;
 //! - a connection fed any bytes, cut anywhere, writes a well-framed sequence of responses,
 //!   terminates, and returns every buffer;
@@ -51,6 +51,8 @@ fn entry(comptime bytes: []const u8) []const u8 {
 
 const request_corpus = [_][]const u8{
     entry("GET / HTTP/1.1\r\nHost: a\r\n\r\n"),
+    // Short heads (64 bytes at most), which `feed` takes on its short path.
+    entry("GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\nGET /?q HTTP/1.0\r\nHost: [::1]:1\r\n\r\n"),
     entry("POST /f?x=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello"),
     entry("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;e=1\r\nhello\r\n0\r\nT: 1\r\n\r\n"),
     entry("GET http://a.example/x HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n"),

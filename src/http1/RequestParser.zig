@@ -108,6 +108,9 @@ pub const Head = struct {
 
 const Facts = struct {
     host_count: u8 = 0,
+    /// Whether a field `finish` must look at again was seen: Content-Length,
+    /// Transfer-Encoding, or an Expect other than 100-continue.
+    unusual: bool = false,
     connection_close: bool = false,
     connection_keep_alive: bool = false,
     content_length: ?u64 = null,
@@ -188,6 +191,38 @@ pub fn reset(parser: *RequestParser) void {
 /// call's `bytes` started and hold at least as many bytes. On `.complete`, `head` describes the
 /// request and its slices point into `bytes`.
 pub fn feed(parser: *RequestParser, bytes: []const u8) Error!Progress {
+    // A fresh parser (only one still at the request line has `offset` 0) and a head that ends
+    // within the first `scan.Short.len` bytes: the short path, unless the lines are unusual.
+    // This test is all a longer head pays for it.
+    if (parser.offset == 0 and bytes.len >= 32 and
+        parser.limits.request_line_bytes_max >= scan.Short.len)
+    {
+        assert(parser.state == .request_line);
+        const short: scan.Short = .load(bytes);
+        const lf = short.lineFeeds();
+        // The empty line that ends the head: an LF two bytes after an LF.
+        const ends = lf & (lf << 2);
+        if (ends != 0) return parser.feedShort(bytes, lf, @ctz(ends));
+    }
+    return parser.feedGeneral(bytes);
+}
+
+/// `feed` for a head that ends at the LF at `end`, within the first `scan.Short.len` bytes,
+/// whose line feeds are `lf`. Not inlined, so a longer head does not pay for its registers and
+/// stack frame.
+noinline fn feedShort(
+    parser: *RequestParser,
+    bytes: []const u8,
+    lf: u64,
+    end: usize,
+) Error!Progress {
+    if (try parser.parseShort(bytes, .load(bytes), lf, end)) return .complete;
+    return parser.feedGeneral(bytes);
+}
+
+/// `feed` for every head `parseShort` does not take. Not inlined, so the short path does not
+/// pay for this one's registers and stack frame.
+noinline fn feedGeneral(parser: *RequestParser, bytes: []const u8) Error!Progress {
     return parser.feedWith(bytes, .blocks);
 }
 
@@ -218,6 +253,107 @@ inline fn feedWith(parser: *RequestParser, bytes: []const u8, comptime path: Fie
     try parser.finish();
     parser.state = .complete;
     return .complete;
+}
+
+/// The short-head path, for a head that ends within the first `scan.Short.len` bytes (a request
+/// line and a field or two, as load generators such as wrk send): the lines are found in the masks of
+/// one classification of those bytes instead of by a scan each. It takes a head whose lines
+/// all end in CRLF with no other control byte, whose version is 1.0 or 1.1 and whose method is
+/// one saker implements; for anything else it returns false, with the parser as `reset` leaves
+/// it, and `feedGeneral` decides. Every error it returns comes from the functions the general
+/// path calls for the same line, in the same order, so both give the same head or the same
+/// error for every input. Assumes a fresh parser and a request line limit of at least
+/// `scan.Short.len` bytes (so no limit can be exceeded).
+inline fn parseShort(
+    parser: *RequestParser,
+    bytes: []const u8,
+    short: scan.Short,
+    lf: u64,
+    end: usize,
+) Error!bool {
+    assert(parser.state == .request_line and parser.offset == 0);
+    assert(parser.limits.request_line_bytes_max >= scan.Short.len);
+    assert(end < scan.Short.len and lf >> @intCast(end) & 1 == 1);
+    const through_end = (@as(u64, 2) << @intCast(end)) -% 1;
+    // Every control byte up to the end is an LF or right before one (each line checks that
+    // this one is its CR), so no value or target holds one, nor a tab.
+    if ((short.controls() ^ (lf | lf >> 1)) & through_end != 0) return false;
+
+    // The request line: "HTTP/1.1" or "HTTP/1.0" before its CRLF, SP before that.
+    const line_lf: usize = @ctz(lf);
+    if (line_lf < "M / HTTP/1.1\r".len or bytes[line_lf - 1] != '\r') return false;
+    const version_name = std.mem.readInt(u64, bytes[line_lf - 9 ..][0..8], .little);
+    const version: http.Version = switch (version_name) {
+        std.mem.readInt(u64, "HTTP/1.1", .little) => .http11,
+        std.mem.readInt(u64, "HTTP/1.0", .little) => .http10,
+        else => return false,
+    };
+    const target_end = line_lf - 10;
+    // What ends a method or a target, and '?': the first after the method must be its SP.
+    const stops = short.targetStops();
+    const get = short.firstWord() == std.mem.readInt(u32, "GET ", .little);
+    const method: http.Method, const target_start: usize = if (get) .{ .GET, 4 } else blk: {
+        const space: usize = @ctz(stops); // at the request line's CR at the latest
+        if (bytes[space] != ' ') return false;
+        break :blk .{ http.Method.parse(bytes[0..space]) orelse return false, space + 1 };
+    };
+    // The target: nothing but '?' that `stops` has before the SP at `target_end`.
+    if (target_end <= target_start or bytes[target_end] != ' ') return false;
+    const target_bits = (@as(u64, 1) << @intCast(target_end - target_start)) - 1;
+    const in_target = stops >> @intCast(target_start) & target_bits;
+    var marks = in_target;
+    while (marks != 0) : (marks &= marks - 1) {
+        if (bytes[target_start + @ctz(marks)] != '?') return false;
+    }
+
+    const head = &parser.head;
+    const target = bytes[target_start..target_end];
+    head.method = method;
+    head.version = version;
+    head.target = target;
+    if (target[0] == '/') { // origin-form
+        if (in_target != 0) {
+            const q = target_start + @ctz(in_target);
+            head.path = bytes[target_start..q];
+            head.query = bytes[q + 1 .. target_end];
+        } else {
+            head.path = target;
+            head.query = "";
+        }
+    } else {
+        try parser.splitTarget(method, target);
+    }
+
+    // The field lines, up to the empty line.
+    const others = short.others();
+    const storage = parser.header_storage;
+    var count: usize = 0;
+    var feeds = lf & through_end;
+    feeds &= feeds - 1; // the request line's
+    var start = line_lf + 1;
+    while (true) {
+        const field_lf: usize = @ctz(feeds);
+        if (bytes[field_lf - 1] != '\r') break;
+        if (field_lf == end) {
+            head.headers = storage[0..count];
+            parser.offset = @intCast(end + 1);
+            try parser.finish();
+            parser.state = .complete;
+            return true;
+        }
+        feeds &= feeds - 1;
+        // The name's end is nearly always its colon; other token bytes take the table.
+        var colon: usize = start + @ctz(others >> @intCast(start));
+        if (bytes[colon] != ':') {
+            while (scan.token_table[bytes[colon]]) colon += 1; // stops at the CR at the latest
+            if (bytes[colon] != ':') break;
+        }
+        if (colon == start) break;
+        try parser.addField(bytes, storage, &count, start, colon, field_lf - 1, others);
+        start = field_lf + 1;
+    }
+    parser.reset();
+    return false;
 }
 
 fn parseRequestLine(parser: *RequestParser, bytes: []const u8) Error!Progress {
@@ -410,7 +546,7 @@ fn parseFieldsBlocks(parser: *RequestParser, bytes: []const u8) Error!bool {
             if (!scan.isToken(bytes[start..colon])) return false;
         }
         if (colon == start) return false;
-        try parser.addField(bytes, storage, &count, start, colon, lf - 1);
+        try parser.addField(bytes, storage, &count, start, colon, lf - 1, {});
         start = lf + 1;
     }
 }
@@ -461,13 +597,14 @@ fn parseFieldsLines(parser: *RequestParser, bytes: []const u8) Error!Progress {
             '\n' => return error.BareLineFeed,
             else => return error.InvalidHeaderValue,
         }
-        try parser.addField(bytes, storage, &count, start, i, stop);
+        try parser.addField(bytes, storage, &count, start, i, stop, {});
         start = stop + 2;
     }
 }
 
 /// Stores the field whose name is `bytes[start..colon]` and whose line ends with the CR at
-/// `cr`, and notes what it says about framing and the connection.
+/// `cr`, and notes what it says about framing and the connection. `others` is the short-head
+/// path's `scan.Short.others` mask, or void.
 inline fn addField(
     parser: *RequestParser,
     bytes: []const u8,
@@ -476,26 +613,32 @@ inline fn addField(
     start: usize,
     colon: usize,
     cr: usize,
+    others: anytype,
 ) Error!void {
     // Optional whitespace around the value (RFC 9112 §5.1): nearly always one SP before
     // it and none after, which one test settles (`bytes[cr]` is the CR, and `bytes[cr - 1]` at
-    // worst the colon).
+    // worst the colon). On the short path no value holds a tab: SP is all there is to look for.
+    const ows = if (@TypeOf(others) == void) isWhitespace else isSpace;
     var value_start = colon + 1 + @intFromBool(bytes[colon + 1] == ' ');
     var value_end = cr;
-    if (isWhitespace(bytes[value_start]) or isWhitespace(bytes[cr - 1])) {
-        while (value_start < cr and isWhitespace(bytes[value_start])) value_start += 1;
-        while (value_end > value_start and isWhitespace(bytes[value_end - 1])) value_end -= 1;
+    if (ows(bytes[value_start]) or ows(bytes[cr - 1])) {
+        while (value_start < cr and ows(bytes[value_start])) value_start += 1;
+        while (value_end > value_start and ows(bytes[value_end - 1])) value_end -= 1;
     }
     // The head's size is checked when its end is found, or by `feed` while it is incomplete.
     if (count.* == storage.len) return error.TooManyHeaders;
     const name = bytes[start..colon];
     storage[count.*] = .{ .name = name, .value = bytes[value_start..value_end] };
     count.* += 1;
-    try parser.noteField(bytes, name, value_start, value_end);
+    try parser.noteField(bytes, name, value_start, value_end, others);
 }
 
 inline fn isWhitespace(c: u8) bool {
     return whitespace_table[c];
+}
+
+inline fn isSpace(c: u8) bool {
+    return c == ' ';
 }
 
 /// SP and HTAB, the optional whitespace around field values.
@@ -508,28 +651,35 @@ const whitespace_table: [256]bool = blk: {
 
 /// Records what the fields that affect framing and the connection say (one pass). Inlined
 /// into the field loop: most names match none of its cases, and the call would cost more.
+/// `others` is the short-head path's `scan.Short.others` mask (a Host value it shows to be
+/// simple needs no other check), or void.
 inline fn noteField(
     parser: *RequestParser,
     bytes: []const u8,
     name: []const u8,
     value_start: usize,
     value_end: usize,
+    others: anytype,
 ) Error!void {
+    if (@TypeOf(others) != void) {
+        // The short path: Host inline, any other field (few short heads have one) out of line.
+        if (name.len == 4 and http.eqlLower(name, "host"))
+            return parser.noteHost(bytes, value_start, value_end, others);
+        return parser.noteFieldOutOfLine(bytes, name, value_start, value_end);
+    }
     const facts = &parser.facts;
     const value = bytes[value_start..value_end];
     switch (name.len) {
         4 => if (http.eqlLower(name, "host")) {
-            if (facts.host_count > 0) return error.DuplicateHost;
-            facts.host_count = 1;
-            try validateHostIn(bytes, value_start, value_end);
-            // An absolute-form target's authority wins over Host (RFC 9112 §3.2.2).
-            if (parser.head.host == null) parser.head.host = value;
+            try parser.noteHost(bytes, value_start, value_end, others);
         },
         6 => if (http.eqlLower(name, "expect")) {
-            if (http.eqlLower(value, "100-continue"))
-                parser.head.expect_continue = true
-            else
+            if (http.eqlLower(value, "100-continue")) {
+                parser.head.expect_continue = true;
+            } else {
                 facts.unsupported_expectation = true;
+                facts.unusual = true;
+            }
         },
         7 => if (http.eqlLower(name, "upgrade")) {
             parser.head.upgrade = value;
@@ -557,9 +707,11 @@ inline fn noteField(
                 if (previous != length) return error.ConflictingContentLength;
             }
             facts.content_length = length;
+            facts.unusual = true;
         },
         17 => if (http.eqlLower(name, "transfer-encoding")) {
             facts.transfer_encoding = true;
+            facts.unusual = true;
             var it: http.ListIterator = .init(value);
             while (it.next()) |coding| {
                 if (facts.chunked) return error.ChunkedNotFinal;
@@ -571,6 +723,35 @@ inline fn noteField(
         },
         else => {},
     }
+}
+
+/// `noteField` for the short path's fields other than Host.
+noinline fn noteFieldOutOfLine(
+    parser: *RequestParser,
+    bytes: []const u8,
+    name: []const u8,
+    value_start: usize,
+    value_end: usize,
+) Error!void {
+    return parser.noteField(bytes, name, value_start, value_end, {});
+}
+
+/// Notes the Host field whose value is `bytes[value_start..value_end]`. `others` as for
+/// `noteField`.
+inline fn noteHost(
+    parser: *RequestParser,
+    bytes: []const u8,
+    value_start: usize,
+    value_end: usize,
+    others: anytype,
+) Error!void {
+    const facts = &parser.facts;
+    if (facts.host_count > 0) return error.DuplicateHost;
+    facts.host_count = 1;
+    if (@TypeOf(others) == void or !simpleHost(bytes, others, value_start, value_end))
+        try validateHostIn(bytes, value_start, value_end);
+    // An absolute-form target's authority wins over Host (RFC 9112 §3.2.2).
+    if (parser.head.host == null) parser.head.host = bytes[value_start..value_end];
 }
 
 /// Parses a Content-Length value: one decimal number, or a list of identical numbers
@@ -632,17 +813,50 @@ inline fn validateHostIn(bytes: []const u8, start: usize, end: usize) Error!void
     return validateHost(bytes[start..end]);
 }
 
+/// Whether the Host value at `bytes[start..end]`, within the short-head window, is letters,
+/// digits, '-' and '.' with at most a ':' and five digits after them: a reg-name or IPv4
+/// address `validateHost` accepts. `others` has the bits of the bytes that are none of letters,
+/// digits, '-' and '.'. False leaves the value to `validateHostIn`.
+inline fn simpleHost(bytes: []const u8, others: u64, start: usize, end: usize) bool {
+    assert(start <= end and end < scan.Short.len and end >= 8);
+    const len = end - start;
+    const odd = others >> @intCast(start) & ((@as(u64, 1) << @intCast(len)) - 1);
+    if (odd == 0) return true;
+    const colon: usize = @ctz(odd);
+    if (bytes[start + colon] != ':' or odd & (odd - 1) != 0) return false;
+    const port_len = len - colon - 1;
+    if (port_len > 5) return false;
+    // The port's bytes are letters, digits, '-' or '.': the digits are those of the form 0x3?.
+    const word = std.mem.readInt(u64, bytes[end - 8 ..][0..8], .little);
+    const port = ~(~@as(u64, 0) >> @intCast(8 * port_len)); // its bytes, the last of `word`
+    return (word ^ 0x3030303030303030) & 0xf0f0f0f0f0f0f0f0 & port == 0;
+}
+
 fn validatePort(rest: []const u8) Error!void {
     if (rest.len == 0) return;
     if (rest[0] != ':' or rest.len > 6) return error.InvalidHost;
     for (rest[1..]) |c| if (!std.ascii.isDigit(c)) return error.InvalidHost;
 }
 
-/// Decides framing and persistence once all fields are in (RFC 9112 §6.3, §9.3).
-fn finish(parser: *RequestParser) Error!void {
+/// Decides framing and persistence once all fields are in (RFC 9112 §6.3, §9.3). An HTTP/1.1
+/// request without Content-Length, Transfer-Encoding or an odd Expect (nearly every request
+/// without a body) needs only its Host and Connection facts.
+inline fn finish(parser: *RequestParser) Error!void {
     const head = &parser.head;
     const facts = &parser.facts;
     head.len = parser.offset;
+    if (head.version == .http11 and !facts.unusual) {
+        if (facts.host_count == 0) return error.MissingHost;
+        head.keep_alive = !facts.connection_close;
+        return;
+    }
+    return parser.finishUnusual();
+}
+
+/// `finish` for HTTP/1.0 and for heads with framing fields or an unsupported expectation.
+fn finishUnusual(parser: *RequestParser) Error!void {
+    const head = &parser.head;
+    const facts = &parser.facts;
     if (head.version == .http11 and facts.host_count == 0) return error.MissingHost;
     if (facts.transfer_encoding) {
         if (facts.content_length != null) return error.ContentLengthWithTransferEncoding;

@@ -435,3 +435,147 @@ test "RequestParser: the block fast path agrees with line-by-line parsing, behin
         } else |err| try testing.expectError(err, result);
     };
 }
+
+/// Heads of at most 64 bytes, which `feed` parses on its short path (`parseShort`) when they
+/// are regular, and the pieces of each that path treats separately.
+const short_heads = [_][]const u8{
+    "GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n",
+    "GET /a/b?c=d?e HTTP/1.1\r\nhost:x.example-1.org\r\n\r\n",
+    "POST /f HTTP/1.0\r\nContent-Length: 5\r\nX_Y.z: 1 \r\n\r\nhello",
+    "DELETE /x HTTP/1.1\r\nHost: [::1]:80\r\nConnection: close\r\n\r\n",
+    "OPTIONS * HTTP/1.1\r\nHost: a:65535\r\n\r\n",
+    "GET http://a.example/p?q HTTP/1.1\r\nHost: b\r\n\r\n",
+    "HEAD /h HTTP/1.1\r\nHost:  a.b:1  \r\nExpect: 100-continue\r\n\r\n",
+    "PUT / HTTP/1.1\r\nHost: \r\nTransfer-Encoding: chunked\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\nGET / HTTP/1.1\r\nHost: 1\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a:123456\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: 1.2.3.4:80:1\r\n\r\n",
+};
+
+/// The bytes put at every position of every short head: each delimiter, each class boundary
+/// of the short path's masks, and bytes that are valid in some places only.
+const odd_bytes = [_]u8{
+    0,    '\t', '\n', '\r', 0x1f, ' ', '!', '"', '#', '%', ',', '-', '.', '/',  '0',
+    '9',  ':',  ';',  '<',  '?',  '@', 'A', 'Z', '[', '_', '`', 'a', 'z', 0x7f, 0x80,
+    0xff,
+};
+
+fn expectSameResult(
+    reference: RequestParser.Error!RequestParser.Progress,
+    reference_parser: *const RequestParser,
+    result: RequestParser.Error!RequestParser.Progress,
+    parser: *const RequestParser,
+) !void {
+    const progress = reference catch |err| return testing.expectError(err, result);
+    try testing.expectEqual(progress, try result);
+    if (progress == .need_more) return;
+    const want = reference_parser.head;
+    const have = parser.head;
+    try testing.expectEqual(want.method, have.method);
+    try testing.expectEqual(want.version, have.version);
+    inline for (.{ "target", "path", "query" }) |field| {
+        try testing.expectEqual(@field(want, field).ptr, @field(have, field).ptr);
+        try testing.expectEqual(@field(want, field).len, @field(have, field).len);
+    }
+    try testing.expectEqual(want.headers.len, have.headers.len);
+    for (want.headers, have.headers) |w, h| {
+        try testing.expectEqual(w.name.ptr, h.name.ptr);
+        try testing.expectEqual(w.name.len, h.name.len);
+        try testing.expectEqual(w.value.ptr, h.value.ptr);
+        try testing.expectEqual(w.value.len, h.value.len);
+    }
+    inline for (.{ "host", "upgrade" }) |field| {
+        try testing.expectEqual(@field(want, field) == null, @field(have, field) == null);
+        if (@field(want, field)) |w| {
+            try testing.expectEqual(w.ptr, @field(have, field).?.ptr);
+            try testing.expectEqual(w.len, @field(have, field).?.len);
+        }
+    }
+    try testing.expectEqual(want.framing, have.framing);
+    try testing.expectEqual(want.keep_alive, have.keep_alive);
+    try testing.expectEqual(want.expect_continue, have.expect_continue);
+    try testing.expectEqual(want.connection_upgrade, have.connection_upgrade);
+    try testing.expectEqual(want.len, have.len);
+    try testing.expectEqual(reference_parser.offset, parser.offset);
+}
+
+/// `feed` and `feedLineByLine` on `bytes` whole, then on every prefix followed by the whole.
+fn expectSameAsLines(bytes: []const u8, parser_limits: RequestParser.Limits) !void {
+    var storage: [header_count_max]http.Header = undefined;
+    var reference_storage: [header_count_max]http.Header = undefined;
+    var parser: RequestParser = .init(&storage, parser_limits);
+    var reference: RequestParser = .init(&reference_storage, parser_limits);
+    try expectSameResult(reference.feedLineByLine(bytes), &reference, parser.feed(bytes), &parser);
+    for (0..bytes.len) |cut| {
+        parser.reset();
+        reference.reset();
+        const reference_first = reference.feedLineByLine(bytes[0..cut]);
+        try expectSameResult(reference_first, &reference, parser.feed(bytes[0..cut]), &parser);
+        const more = if (reference_first) |progress| progress == .need_more else |_| false;
+        if (more) {
+            try expectSameResult(reference.feedLineByLine(bytes), &reference, parser.feed(bytes), &parser);
+        }
+    }
+}
+
+test "RequestParser: the short path agrees with line-by-line parsing, an odd byte at every position" {
+    var buffer: [80]u8 = undefined;
+    for (short_heads) |head| {
+        for (0..head.len) |at| for (odd_bytes) |odd| {
+            const bytes = buffer[0..head.len];
+            @memcpy(bytes, head);
+            bytes[at] = odd;
+            expectSameAsLines(bytes, limits) catch |err| {
+                std.debug.print("case: {f}\n", .{std.zig.fmtString(bytes)});
+                return err;
+            };
+        };
+    }
+}
+
+test "RequestParser: the short path agrees with line-by-line parsing at every length and limit" {
+    var buffer: [80]u8 = undefined;
+    for (short_heads) |head| {
+        // Every length of what follows the head, up to past the 64 bytes classified, and limits
+        // below, at and above the head's size.
+        for (0..buffer.len - head.len + 1) |extra| {
+            const bytes = buffer[0 .. head.len + extra];
+            @memcpy(bytes[0..head.len], head);
+            for (bytes[head.len..], 0..) |*b, i| b.* = "\r\nGET / HTTP/1.1\r\n"[i % 18];
+            for ([_]u32{ 16, 40, 63, 64, 65, 128 }) |line_max| {
+                const parser_limits: RequestParser.Limits = .{
+                    .request_line_bytes_max = line_max,
+                    .header_bytes_max = @max(line_max, 41),
+                };
+                expectSameAsLines(bytes, parser_limits) catch |err| {
+                    std.debug.print("case: {f} limit {d}\n", .{ std.zig.fmtString(bytes), line_max });
+                    return err;
+                };
+            }
+        }
+    }
+}
+
+test "RequestParser: the short path checks Host values as validateHost does" {
+    const values = [_][]const u8{
+        "",               "a",          "127.0.0.1:8080",  "shop.example.com", "a:",    "a:65535",
+        "a:123456",       "a:1:2",      ":80",             ":",                "a b",   "u@a",
+        "a/b",            "a?b",        "a#b",             "a:80x",            "a:8-0", "a:8.0",
+        "a:0x1",          "[::1]:8080", "[::1]",           "[::1]x",           "a[b]",  "~!$&'()*+,;=%-._",
+        "A-Z.a-z_0-9~:0", "a\\b",       "a\"b",            "a<b>",             "a^b",   "a`b",
+        "a{b}",           "a|b",        "fifteen-byte:12", "x:99999",          "x:0",   "-.-:1",
+    };
+    var buffer: [80]u8 = undefined;
+    for (values) |value| {
+        for ([_][]const u8{ "", " ", "  " }) |before| for ([_][]const u8{ "", " " }) |after| {
+            const bytes = try std.mem.print(&buffer, "GET / HTTP/1.1\r\nHost:{s}{s}{s}\r\n\r\n", .{
+                before, value, after,
+            });
+            expectSameAsLines(bytes, limits) catch |err| {
+                std.debug.print("case: {f}\n", .{std.zig.fmtString(bytes)});
+                return err;
+            };
+        };
+    }
+}

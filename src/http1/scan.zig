@@ -2,6 +2,7 @@
 //! one pass, `vector_len` bytes at a time, with a scalar tail; the parser then checks that the
 //! byte found is the delimiter it expected, so finding the end and validating are one pass.
 const std = @import("std");
+const assert = std.debug.assert;
 
 /// Bytes per vector: the target's natural width (32 with AVX2, 16 with SSE2/NEON), at most 32.
 /// Most request lines and field lines are shorter than 64 bytes, so 64-byte vectors (AVX-512)
@@ -217,6 +218,119 @@ test "hostLanes and digitLanes: agree with the tables for every byte" {
             const bit: u16 = @as(u16, 1) << @intCast(i);
             try std.testing.expectEqual(host_table[b], host & bit != 0);
             try std.testing.expectEqual(std.ascii.isDigit(b), digit & bit != 0);
+        }
+    }
+}
+
+/// The first `Short.len` bytes of a request (fewer when `bytes` is shorter), classified per
+/// byte for the parser's short-head path: bit i of each mask describes byte i, and bits past
+/// the end of `bytes` are clear. Two 32-byte halves: the second is the last 32 bytes of `bytes`
+/// when it holds fewer than 64, its lanes moved into place by shifting the masks. Each mask is
+/// computed where it is first asked for, so a head that does not fit costs only `lineFeeds`.
+pub const Short = struct {
+    lo: Half,
+    hi: Half,
+    /// Lanes of `hi` before byte 32 (0 when `bytes` holds 64 bytes or more).
+    shift: u6,
+
+    pub const len = 64;
+    const Half = @Vector(32, u8);
+
+    /// Asserts `bytes` holds at least 32 bytes.
+    pub inline fn load(bytes: []const u8) Short {
+        assert(bytes.len >= 32);
+        const hi_at = @min(bytes.len, len) - 32;
+        return .{
+            .lo = bytes[0..32].*,
+            .hi = bytes[hi_at..][0..32].*,
+            .shift = @intCast(32 - hi_at),
+        };
+    }
+
+    inline fn join(short: Short, lo: @Vector(32, bool), hi: @Vector(32, bool)) u64 {
+        const lo_bits: u32 = @bitCast(lo);
+        const hi_bits: u32 = @bitCast(hi);
+        return (@as(u64, hi_bits) >> short.shift << 32) | lo_bits;
+    }
+
+    /// The first four bytes, little-endian.
+    pub inline fn firstWord(short: Short) u32 {
+        const words: @Vector(8, u32) = @bitCast(short.lo);
+        return words[0];
+    }
+
+    /// Line feeds.
+    pub inline fn lineFeeds(short: Short) u64 {
+        return short.join(short.lo == splat('\n'), short.hi == splat('\n'));
+    }
+
+    /// Control bytes and DEL (CR and LF among them).
+    pub inline fn controls(short: Short) u64 {
+        return short.join(isControl(short.lo), isControl(short.hi));
+    }
+
+    /// Bytes other than a letter, a digit, '-' or '.': the first one after a field name is
+    /// nearly always its colon, and a Host value of only those bytes is a valid reg-name.
+    pub inline fn others(short: Short) u64 {
+        return short.join(isOther(short.lo), isOther(short.hi));
+    }
+
+    /// SP, '#', bytes above 0x7F and control bytes (what ends a request-target), and '?'
+    /// (what starts its query).
+    pub inline fn targetStops(short: Short) u64 {
+        return short.join(isTargetStop(short.lo), isTargetStop(short.hi));
+    }
+
+    inline fn splat(byte: u8) Half {
+        return @splat(byte);
+    }
+
+    inline fn isControl(chunk: Half) @Vector(32, bool) {
+        return (chunk < splat(0x20)) | (chunk == splat(0x7f));
+    }
+
+    inline fn isOther(chunk: Half) @Vector(32, bool) {
+        const alpha = inRange(chunk | splat(0x20), 'a', 'z');
+        // '-', '.' and the digits: '-' to '9' but '/'.
+        const common = alpha | (inRange(chunk, '-', '9') & (chunk != splat('/')));
+        return ~common;
+    }
+
+    /// `low <= chunk <= high` per lane, in one add and one signed compare.
+    inline fn inRange(chunk: Half, comptime low: u8, comptime high: u8) @Vector(32, bool) {
+        const shifted: @Vector(32, i8) = @bitCast(chunk -% splat(low) +% splat(0x80));
+        return shifted <= @as(@Vector(32, i8), @splat(@as(i8, @bitCast(high -% low +% 0x80))));
+    }
+
+    inline fn isTargetStop(chunk: Half) @Vector(32, bool) {
+        // SP and the bytes above 0x7F in one signed compare (control bytes come along).
+        const signed: @Vector(32, i8) = @bitCast(chunk);
+        return (signed <= @as(@Vector(32, i8), @splat(' '))) | (chunk == splat('#')) |
+            (chunk == splat('?'));
+    }
+};
+
+test "Short: every mask agrees with a per-byte reference, for every length" {
+    var buf: [Short.len + 9]u8 = undefined;
+    for (0..256 / buf.len + 1) |round| {
+        for (&buf, 0..) |*b, i| b.* = @truncate(round * buf.len + i);
+        for (32..buf.len + 1) |end| {
+            const bytes = buf[0..end];
+            const short: Short = .load(bytes);
+            const masks = [_]u64{
+                short.lineFeeds(), short.controls(), short.others(), short.targetStops(),
+            };
+            for (0..Short.len) |i| {
+                const bit: u64 = @as(u64, 1) << @intCast(i);
+                const c: ?u8 = if (i < bytes.len) bytes[i] else null;
+                const expected = [_]bool{
+                    if (c) |b| b == '\n' else false,
+                    if (c) |b| b < 0x20 or b == 0x7f else false,
+                    if (c) |b| !(std.ascii.isAlphanumeric(b) or b == '-' or b == '.') else false,
+                    if (c) |b| b <= ' ' or b == '#' or b == '?' or b >= 0x80 else false,
+                };
+                for (masks, expected) |mask, want| try std.testing.expectEqual(want, mask & bit != 0);
+            }
         }
     }
 }
