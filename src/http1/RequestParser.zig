@@ -255,15 +255,15 @@ inline fn feedWith(parser: *RequestParser, bytes: []const u8, comptime path: Fie
     return .complete;
 }
 
-/// The short-head path, for a head that ends within the first `scan.Short.len` bytes (a request
-/// line and a field or two, as load generators such as wrk send): the lines are found in the masks of
-/// one classification of those bytes instead of by a scan each. It takes a head whose lines
-/// all end in CRLF with no other control byte, whose version is 1.0 or 1.1 and whose method is
-/// one saker implements; for anything else it returns false, with the parser as `reset` leaves
-/// it, and `feedGeneral` decides. Every error it returns comes from the functions the general
-/// path calls for the same line, in the same order, so both give the same head or the same
-/// error for every input. Assumes a fresh parser and a request line limit of at least
-/// `scan.Short.len` bytes (so no limit can be exceeded).
+/// The short-head path, for a head that ends within the first `scan.Short.len` bytes (a
+/// request line and a field or two, as load generators such as wrk send): the lines are found
+/// in the masks of one classification of those bytes instead of by a scan each. It takes a head
+/// whose lines all end in CRLF with no other control byte (nor DEL, nor a byte above 0x7F),
+/// whose version is 1.0 or 1.1 and whose method is one saker implements; for anything else it
+/// returns false, with the parser as `reset` leaves it, and `feedGeneral` decides. Every error
+/// it returns comes from the functions the general path calls for the same line, in the same
+/// order, so both give the same head or the same error for every input. Assumes a fresh parser
+/// and a request line limit of at least `scan.Short.len` bytes (so no limit can be exceeded).
 inline fn parseShort(
     parser: *RequestParser,
     bytes: []const u8,
@@ -276,8 +276,9 @@ inline fn parseShort(
     assert(end < scan.Short.len and lf >> @intCast(end) & 1 == 1);
     const through_end = (@as(u64, 2) << @intCast(end)) -% 1;
     // Every control byte up to the end is an LF or right before one (each line checks that
-    // this one is its CR), so no value or target holds one, nor a tab.
-    if ((short.controls() ^ (lf | lf >> 1)) & through_end != 0) return false;
+    // this one is its CR), so no value or target holds one, nor a tab; no byte is DEL or
+    // above 0x7F (rare in a short head, and left to the general path).
+    if ((short.irregulars() ^ (lf | lf >> 1)) & through_end != 0) return false;
 
     // The request line: "HTTP/1.1" or "HTTP/1.0" before its CRLF, SP before that.
     const line_lf: usize = @ctz(lf);

@@ -264,9 +264,10 @@ pub const Short = struct {
         return short.join(short.lo == splat('\n'), short.hi == splat('\n'));
     }
 
-    /// Control bytes and DEL (CR and LF among them).
-    pub inline fn controls(short: Short) u64 {
-        return short.join(isControl(short.lo), isControl(short.hi));
+    /// Control bytes (CR and LF among them), DEL and bytes above 0x7F: what the short path
+    /// takes only as the CR and LF that end a line.
+    pub inline fn irregulars(short: Short) u64 {
+        return short.join(isIrregular(short.lo), isIrregular(short.hi));
     }
 
     /// Bytes other than a letter, a digit, '-' or '.': the first one after a field name is
@@ -285,8 +286,11 @@ pub const Short = struct {
         return @splat(byte);
     }
 
-    inline fn isControl(chunk: Half) @Vector(32, bool) {
-        return (chunk < splat(0x20)) | (chunk == splat(0x7f));
+    inline fn isIrregular(chunk: Half) @Vector(32, bool) {
+        // One add and one signed compare: 0x00-0x1F become 1-0x20, 0x7F-0xFE become negative
+        // and 0xFF becomes 0.
+        const next: @Vector(32, i8) = @bitCast(chunk +% splat(1));
+        return next <= @as(@Vector(32, i8), @splat(0x20));
     }
 
     inline fn isOther(chunk: Half) @Vector(32, bool) {
@@ -318,14 +322,14 @@ test "Short: every mask agrees with a per-byte reference, for every length" {
             const bytes = buf[0..end];
             const short: Short = .load(bytes);
             const masks = [_]u64{
-                short.lineFeeds(), short.controls(), short.others(), short.targetStops(),
+                short.lineFeeds(), short.irregulars(), short.others(), short.targetStops(),
             };
             for (0..Short.len) |i| {
                 const bit: u64 = @as(u64, 1) << @intCast(i);
                 const c: ?u8 = if (i < bytes.len) bytes[i] else null;
                 const expected = [_]bool{
                     if (c) |b| b == '\n' else false,
-                    if (c) |b| b < 0x20 or b == 0x7f else false,
+                    if (c) |b| b < 0x20 or b >= 0x7f else false,
                     if (c) |b| !(std.ascii.isAlphanumeric(b) or b == '-' or b == '.') else false,
                     if (c) |b| b <= ' ' or b == '#' or b == '?' or b >= 0x80 else false,
                 };
