@@ -308,22 +308,7 @@ inline fn parseShort(
     }
 
     const head = &parser.head;
-    const target = bytes[target_start..target_end];
-    head.method = method;
-    head.version = version;
-    head.target = target;
-    if (target[0] == '/') { // origin-form
-        if (in_target != 0) {
-            const q = target_start + @ctz(in_target);
-            head.path = bytes[target_start..q];
-            head.query = bytes[q + 1 .. target_end];
-        } else {
-            head.path = target;
-            head.query = "";
-        }
-    } else {
-        try parser.splitTarget(method, target);
-    }
+    try parser.setRequestLine(method, version, bytes[target_start..target_end], if (in_target != 0) @ctz(in_target) else null);
 
     // The field lines, up to the empty line.
     const others = short.others();
@@ -415,14 +400,23 @@ fn requestLineLength(parser: *RequestParser, line: []const u8) (Error || error{N
 
     const method = known_method orelse
         http.Method.parse(method_token) orelse return error.MethodNotImplemented;
-    parser.head.method = method;
-    parser.head.version = version;
-    parser.head.target = target;
+    try parser.setRequestLine(method, version, target, if (target_scan.query) |q| q - target_start else null);
+    return v + 10;
+}
+
+/// Sets the head's method, version and target, and splits an origin-form target at its first
+/// '?' (`query_at`, an index into `target`, found by the caller's scan); other forms go to
+/// `splitTarget`. Both paths through `feed` end their request line here.
+inline fn setRequestLine(parser: *RequestParser, method: http.Method, version: http.Version, target: []const u8, query_at: ?usize) Error!void {
+    const head = &parser.head;
+    head.method = method;
+    head.version = version;
+    head.target = target;
     if (target[0] == '/') { // origin-form
-        const head = &parser.head;
-        if (target_scan.query) |q| {
-            head.path = line[target_start..q];
-            head.query = line[q + 1 .. target_end];
+        if (query_at) |q| {
+            assert(target[q] == '?');
+            head.path = target[0..q];
+            head.query = target[q + 1 ..];
         } else {
             head.path = target;
             head.query = "";
@@ -430,7 +424,6 @@ fn requestLineLength(parser: *RequestParser, line: []const u8) (Error || error{N
     } else {
         try parser.splitTarget(method, target);
     }
-    return v + 10;
 }
 
 /// Length of the method token at the start of `line`, which must be followed by SP.
