@@ -5,6 +5,7 @@
 //! plaintext whatever the suite's transport: the Python clients speak plain HTTP.
 const std = @import("std");
 const testing = std.testing;
+const server_allocator = @import("server_allocator.zig").allocator;
 const linux = std.os.linux;
 const saker = @import("saker");
 const usable = @import("engines.zig").usable;
@@ -73,7 +74,7 @@ const Running = struct {
         const running = try testing.allocator.create(Running);
         errdefer testing.allocator.destroy(running);
         running.router = .{ .context = {} };
-        running.server = try .init(testing.allocator, &running.router, config);
+        running.server = try .init(server_allocator, &running.router, config);
         errdefer running.server.deinit();
         running.thread = try std.Thread.spawn(.{}, serve, .{&running.server});
         return running;

@@ -5,6 +5,7 @@
 //! the simulated engine.
 const std = @import("std");
 const testing = std.testing;
+const server_allocator = @import("server_allocator.zig").allocator;
 const saker = @import("saker");
 const frame = saker.http2.frame;
 const hpack = saker.http2.hpack;
@@ -137,7 +138,7 @@ fn RunningOf(comptime Handler: type) type {
             const running = try testing.allocator.create(Self);
             errdefer testing.allocator.destroy(running);
             running.* = .{ .server = undefined, .thread = undefined };
-            running.server = try .init(testing.allocator, &running.app, config);
+            running.server = try .init(server_allocator, &running.app, config);
             errdefer running.server.deinit();
             running.thread = try std.Thread.spawn(.{}, serve, .{&running.server});
             // Real clients do not retry: wait until both listeners take connections.

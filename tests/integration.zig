@@ -18,6 +18,7 @@ test {
     _ = @import("proxy.zig");
     _ = @import("metrics.zig");
     _ = @import("request_id.zig");
+    _ = @import("server_allocator.zig");
 }
 
 /// The engines the suite runs on.

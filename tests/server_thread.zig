@@ -2,6 +2,7 @@
 //! port, with the suite's transport applied (`Client.transport`: TLS in the second run).
 const std = @import("std");
 const testing = std.testing;
+const server_allocator = @import("server_allocator.zig").allocator;
 const saker = @import("saker");
 const Client = @import("Client.zig");
 
@@ -28,7 +29,7 @@ pub fn ServerThread(comptime Handler: type) type {
             const running = try testing.allocator.create(This);
             errdefer testing.allocator.destroy(running);
             running.* = .{ .handler = handler, .server = undefined, .thread = undefined };
-            running.server = try .init(testing.allocator, &running.handler, config);
+            running.server = try .init(server_allocator, &running.handler, config);
             errdefer running.server.deinit();
             running.thread = try std.Thread.spawn(.{}, serve, .{&running.server});
             return running;

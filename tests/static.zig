@@ -4,6 +4,7 @@
 //! precompressed variants and a file outside the root that must never be served.
 const std = @import("std");
 const testing = std.testing;
+const server_allocator = @import("server_allocator.zig").allocator;
 const linux = std.os.linux;
 const saker = @import("saker");
 const usable = @import("engines.zig").usable;
@@ -118,7 +119,7 @@ const Running = struct {
         errdefer testing.allocator.destroy(running);
         running.files = try .init(testing.allocator, static);
         errdefer running.files.deinit();
-        running.server = try .init(testing.allocator, &running.files, config);
+        running.server = try .init(server_allocator, &running.files, config);
         errdefer running.server.deinit();
         running.thread = try std.Thread.spawn(.{}, serve, .{&running.server});
         return running;

@@ -2,6 +2,7 @@
 //! speaks frames, on every engine.
 const std = @import("std");
 const testing = std.testing;
+const server_allocator = @import("server_allocator.zig").allocator;
 const saker = @import("saker");
 const usable = @import("engines.zig").usable;
 const Client = @import("Client.zig");
@@ -93,7 +94,7 @@ const Running = struct {
         const running = try testing.allocator.create(Running);
         errdefer testing.allocator.destroy(running);
         running.* = .{ .server = undefined, .thread = undefined };
-        running.server = try .init(testing.allocator, &running.handler, config);
+        running.server = try .init(server_allocator, &running.handler, config);
         errdefer running.server.deinit();
         running.thread = try std.Thread.spawn(.{}, serve, .{&running.server});
         return running;
