@@ -600,14 +600,15 @@ fn chunkedState(c: *Session, x: *Exchange, stream: bool) Exchange.Chunked {
 
 /// Builds the request view and an empty response for the current head and `body`.
 fn prepare(c: *Session, x: *Exchange, body: []const u8) void {
+    const w = c.worker();
     const head = &x.parser.head;
     const req = &x.request;
     const content_length: ?u64 = switch (head.framing) {
         .content_length => |length| length,
         .none, .chunked => null,
     };
-    const draining = @atomicLoad(bool, &c.worker().draining, .monotonic); // set by the engine
-    const body_decoding: Request.BodyDecoding = .{ .bytes_max = c.worker().config.decodedBodyBytesMax() };
+    const draining = @atomicLoad(bool, &w.draining, .monotonic); // set by the engine
+    const body_decoding: Request.BodyDecoding = .{ .bytes_max = w.config.decodedBodyBytesMax() };
     if (x.request_bound != @as(*const anyopaque, c)) {
         // The connection's first request on this exchange: the whole request, with what
         // stays the same for the connection's later requests (arena, worker, peer, TLS).
@@ -626,7 +627,7 @@ fn prepare(c: *Session, x: *Exchange, body: []const u8) void {
             .chunked = head.framing == .chunked,
             .body_bytes = body,
             .arena = x.arena.allocator(),
-            .worker_index = c.worker().index,
+            .worker_index = w.index,
             .peer = if (c.connection().peer) |peer| peer.* else null,
             .tls_session = c.connection().transport.facts(),
             .server_draining = draining,
@@ -678,16 +679,16 @@ fn prepare(c: *Session, x: *Exchange, body: []const u8) void {
             .arena = x.arena.allocator(),
             .header_storage = x.response_header_storage,
             .body_buffer = body_buffer,
-            .body_bytes_max = c.worker().config.response_body_bytes_max,
+            .body_bytes_max = w.config.response_body_bytes_max,
             .discard_body = head.method == .HEAD,
             .stream = stream,
         });
         x.response_ready = true;
     }
-    if (c.worker().config.request_id) {
+    if (w.config.request_id) {
         const sent = x.request.header("X-Request-Id");
         const usable = if (sent) |id| Request.usableRequestId(id) else false;
-        const id = if (usable) sent.? else c.worker().newRequestId(&x.request_id_storage);
+        const id = if (usable) sent.? else w.newRequestId(&x.request_id_storage);
         x.request.request_id = id;
         // Every response the handler makes carries it back.
         x.response.header("X-Request-Id", id) catch {};
@@ -835,6 +836,7 @@ fn takeBody(c: *Session, x: *Exchange) error{Failed}!struct { bytes: []const u8,
 
 /// Calls the handler for the complete request and adds its response to the batch.
 fn dispatch(c: *Session, x: *Exchange) void {
+    const w = c.worker();
     const body = c.takeBody(x) catch return;
     if (x.prepared) {
         x.request.body_bytes = body.bytes;
@@ -843,7 +845,7 @@ fn dispatch(c: *Session, x: *Exchange) void {
     }
     const pulled = x.body == .pulled;
     if (pulled) c.preparePull(x);
-    if (c.worker().handler_pool) |pool| if (c.connection().sink == null and (pulled or c.mayBlock(x))) {
+    if (w.handler_pool) |pool| if (c.connection().sink == null and (pulled or c.mayBlock(x))) {
         c.phase = .handling;
         x.handoff.begin();
         pool.submit(c.connection()) catch {
@@ -851,14 +853,14 @@ fn dispatch(c: *Session, x: *Exchange) void {
             c.fail(.service_unavailable, "all handler threads are busy");
             return;
         };
-        c.worker().metrics.handlerStarted();
+        w.metrics.handlerStarted();
         return;
     };
     // On an event loop without the pool, `bodyReader()` says it cannot wait for the body.
     if (pulled and c.connection().sink == null) x.request.body_source = .unavailable;
-    c.worker().metrics.handlerStarted();
-    const result = c.worker().dispatch.handle(c.worker().dispatch.context, &x.request, &x.response);
-    c.worker().metrics.handlerEnded();
+    w.metrics.handlerStarted();
+    const result = w.dispatch.handle(w.dispatch.context, &x.request, &x.response);
+    w.metrics.handlerEnded();
     c.handlerReturned(x, result);
 }
 
@@ -1112,28 +1114,29 @@ fn connectionField(c: *const Session, x: *const Exchange, keep: bool) ResponseHe
 
 /// Writes the head of the handler's response and adds head and body to the batch.
 fn finishResponse(c: *Session, x: *Exchange) void {
+    const w = c.worker();
     const res = &x.response;
-    c.worker().metrics.answered(x.request.method, res.status, c.worker().now_ms -| x.started_ms);
+    w.metrics.answered(x.request.method, res.status, w.now_ms -| x.started_ms);
     if (res.websocket_upgrade) |options| return c.finishUpgrade(x, options);
     const keep = c.keepAlive(x);
     if (!keep) c.close_after_send = true;
     if (res.streaming) {
         // Its head and chunks so far were counted as they went (`sendChunk`).
-        if (c.worker().dispatch.on_done != null) c.pendDone(x, res.status, false, 0);
+        if (w.dispatch.on_done != null) c.pendDone(x, res.status, false, 0);
         return c.finishStream(x);
     }
     const no_content = res.status.forbidsContent();
     const send_body = !no_content and !res.discard_body;
     const head: ResponseHead = .{
         .status = res.status,
-        .date_line = c.worker().date.line(),
+        .date_line = w.date.line(),
         .content_type = res.content_type,
         .framing = if (no_content) .none else .{ .length = res.contentLength() },
         .connection = c.connectionField(x, keep),
         .headers = res.headers(),
     };
     const head_len = head.len();
-    if (c.worker().dispatch.on_done != null) c.pendDone(x, res.status, false, head_len);
+    if (w.dispatch.on_done != null) c.pendDone(x, res.status, false, head_len);
     switch (res.body) {
         .buffered => {
             const body = res.bufferedBody();
@@ -1346,6 +1349,7 @@ fn iovec(bytes: []const u8) posix.iovec_const {
 
 /// Moves on to the next request after a response was added to the batch.
 fn finishRequest(c: *Session, x: *Exchange) void {
+    const w = c.worker();
     const next_start = switch (x.body) {
         .none => x.body_start,
         .streamed_length => |b| b.next_start,
@@ -1359,9 +1363,9 @@ fn finishRequest(c: *Session, x: *Exchange) void {
     x.parser.reset();
     x.started_ms = 0;
     c.requests_served += 1;
-    c.worker().requests_total += 1;
+    w.requests_total += 1;
     c.phase = .head;
-    c.deadlines().read_ms = c.worker().now_ms + c.worker().config.header_timeout_ms;
+    c.deadlines().read_ms = w.now_ms + w.config.header_timeout_ms;
 }
 
 /// Notes the response just made for `onDone` (its head: `head_bytes` more of what the batch
