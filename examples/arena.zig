@@ -253,10 +253,12 @@ pub fn main(init: std.process.Init) !void {
             std.debug.print("{s}\n{s}", .{ usage, saker.cli.server_flags_help });
             return;
         }
+        if (std.mem.eql(u8, flag, "--limits")) return saker.cli.printLimits(init.io, &config);
         const applied = saker.cli.applyServerFlag(&config, args, &index, &diagnostic) catch
             saker.cli.fatalUsage(init.io, diagnostic.message, usage);
         if (!applied) saker.cli.fatalUsage(init.io, try std.fmt.allocPrint(arena, "unknown argument '{s}'", .{flag}), usage);
     }
+    saker.cli.finishServerFlags(&config, &diagnostic) catch saker.cli.fatalUsage(init.io, diagnostic.message, usage);
     // HttpArena uploads up to 20 MiB; /upload streams, so only the limit for streamed bodies
     // matters (the default is 1 GiB).
     var routes: Routes = .{ .context = &app };

@@ -42,6 +42,9 @@ pub const server_flags_help =
     \\                      as HAProxy's send-proxy sends): its client address is the peer's
     \\  --proxy-protocol-from CIDR,...  take the header only from these peers (addresses or
     \\                      networks); implies --proxy-protocol
+    \\  --limit NAME=VALUE  set one of the server's limits (a number of Config), e.g.
+    \\                      --limit connections_max=2000 --limit idle_timeout_ms=15s;
+    \\                      sizes take K/M/G, times ms/s/m/h; --limits lists them
     \\  Every flag that takes a value also takes it as --flag=value.
     \\
 ;
@@ -106,7 +109,7 @@ pub fn applyServerFlag(config: *Config, args: []const []const u8, index: *usize,
         config.tls = tls;
         return true;
     }
-    const names = [_][]const u8{ "--host", "--port", "--workers", "--engine", "--processes", "--tls-cert", "--tls-key", "--tls-client-ca", "--tls-port", "--proxy-protocol-from" };
+    const names = [_][]const u8{ "--host", "--port", "--workers", "--engine", "--processes", "--tls-cert", "--tls-key", "--tls-client-ca", "--tls-port", "--proxy-protocol-from", "--limit" };
     const known = for (names) |name| {
         if (std.mem.eql(u8, flag, name)) break true;
     } else false;
@@ -177,6 +180,8 @@ pub fn applyServerFlag(config: *Config, args: []const []const u8, index: *usize,
             diagnostic.set("--tls-port: '{s}' is not a port number (0-65535)", .{value});
             return error.InvalidValue;
         };
+    } else if (std.mem.eql(u8, flag, "--limit")) {
+        try applyLimit(config, value, diagnostic);
     } else if (std.mem.eql(u8, flag, "--processes")) {
         config.processes = std.fmt.parseInt(u16, value, 10) catch 0;
         if (config.processes < 1 or config.processes > 256) {
@@ -192,10 +197,125 @@ pub fn applyServerFlag(config: *Config, args: []const []const u8, index: *usize,
     return true;
 }
 
+/// Whether `Config.name`, of type `T`, is a limit `--limit` sets: every number of `Config`
+/// but those with flags of their own.
+fn isLimit(comptime name: []const u8, comptime T: type) bool {
+    const own_flag = [_][]const u8{ "port", "workers", "processes" };
+    for (own_flag) |flag| if (std.mem.eql(u8, name, flag)) return false;
+    return switch (@typeInfo(T)) {
+        .int => true,
+        .optional => |optional| @typeInfo(optional.child) == .int,
+        else => false,
+    };
+}
+
+fn LimitInt(comptime T: type) type {
+    return switch (@typeInfo(T)) {
+        .optional => |optional| optional.child,
+        else => T,
+    };
+}
+
+/// `--limit NAME=VALUE`: NAME is a field of `Config` (`_` or `-` between words).
+fn applyLimit(config: *Config, text: []const u8, diagnostic: *Diagnostic) FlagError!void {
+    const eq = std.mem.findScalar(u8, text, '=') orelse {
+        diagnostic.set("--limit '{s}': not NAME=VALUE (--limits lists the names)", .{text});
+        return error.InvalidValue;
+    };
+    const name = text[0..eq];
+    const value = text[eq + 1 ..];
+    @setEvalBranchQuota(100_000);
+    const info = @typeInfo(Config).@"struct";
+    inline for (info.field_names, info.field_types) |field, T| {
+        if (comptime isLimit(field, T)) if (sameLimitName(name, field)) {
+            const Int = LimitInt(T);
+            const number = parseLimit(field, value) orelse {
+                diagnostic.set("--limit {s}: '{s}' is not {s}", .{ field, value, comptime limitUnit(field) });
+                return error.InvalidValue;
+            };
+            @field(config, field) = std.math.cast(Int, number) orelse {
+                diagnostic.set("--limit {s}: {d} is more than {d}", .{ field, number, std.math.maxInt(Int) });
+                return error.InvalidValue;
+            };
+            return;
+        };
+    }
+    diagnostic.set("--limit: no limit named '{s}' (--limits lists them)", .{name});
+    return error.InvalidValue;
+}
+
+fn sameLimitName(given: []const u8, field: []const u8) bool {
+    if (given.len != field.len) return false;
+    for (given, field) |a, b| if (a != b and !(a == '-' and b == '_')) return false;
+    return true;
+}
+
+/// What a limit's value is, by its name: a time in milliseconds, a size, or a count.
+fn limitUnit(comptime field: []const u8) []const u8 {
+    if (std.mem.endsWith(u8, field, "_ms")) return "a time (a number of milliseconds, or with ms, s, m or h)";
+    if (std.mem.find(u8, field, "bytes") != null) return "a size (a number of bytes, or with K, M, G or T)";
+    return "a whole number";
+}
+
+/// The number `value` gives for the limit `field` (see `limitUnit`); null when it is none.
+fn parseLimit(comptime field: []const u8, value: []const u8) ?u64 {
+    if (std.fmt.parseInt(u64, value, 10)) |number| return number else |_| {}
+    if (std.mem.endsWith(u8, field, "_ms")) return parseMilliseconds(value);
+    if (std.mem.find(u8, field, "bytes") != null) return parseBytes(value);
+    return null;
+}
+
+/// `250ms`, `15s`, `2m` or `1h` in milliseconds; null for anything else or an overflow.
+pub fn parseMilliseconds(text: []const u8) ?u64 {
+    var end: usize = 0;
+    while (end < text.len and std.ascii.isDigit(text[end])) end += 1;
+    if (end == 0) return null;
+    const number = std.fmt.parseInt(u64, text[0..end], 10) catch return null;
+    const units = [_]struct { []const u8, u64 }{ .{ "ms", 1 }, .{ "s", 1000 }, .{ "m", 60_000 }, .{ "h", 3_600_000 } };
+    for (units) |unit| if (std.mem.eql(u8, text[end..], unit[0])) return std.math.mul(u64, number, unit[1]) catch null;
+    return null;
+}
+
+/// Every limit `--limit` sets, with its value in `config`, a line each (for `--limits`).
+pub fn printLimits(io: std.Io, config: *const Config) void {
+    var buffer: [4096]u8 = undefined;
+    var writer: std.Io.File.Writer = .initStreaming(.stdout(), io, &buffer);
+    const out = &writer.interface;
+    out.writeAll("limits (--limit NAME=VALUE), with the values this program starts with:\n") catch return;
+    @setEvalBranchQuota(100_000);
+    const info = @typeInfo(Config).@"struct";
+    inline for (info.field_names, info.field_types) |field, T| {
+        if (comptime isLimit(field, T)) {
+            const current = @field(config, field);
+            if (@typeInfo(T) == .optional) {
+                if (current) |number| {
+                    out.print("  {s} = {d}\n", .{ field, number }) catch return;
+                } else {
+                    out.print("  {s} = (unset)\n", .{field}) catch return;
+                }
+            } else {
+                out.print("  {s} = {d}\n", .{ field, current }) catch return;
+            }
+        }
+    }
+    out.writeAll("The meaning of each is in Config.zig; sizes are bytes, _ms times milliseconds.\n") catch return;
+    out.flush() catch return;
+}
+
 /// Completes `config` once every flag was applied: with `--tls-port`, the TLS settings move
 /// from the first listener to a second one on that port (same host), and the first serves
-/// plaintext.
+/// plaintext. Then checks the whole configuration, so that a limit that does not fit the
+/// others is named now rather than when the server starts.
 pub fn finishServerFlags(config: *Config, diagnostic: *Diagnostic) FlagError!void {
+    try finishTlsPort(config, diagnostic);
+    var reason: []const u8 = "";
+    config.validate(&reason) catch {
+        diagnostic.set("invalid configuration: {s}", .{reason});
+        return error.InvalidValue;
+    };
+}
+
+fn finishTlsPort(config: *Config, diagnostic: *Diagnostic) FlagError!void {
     const port = tls_listener.port orelse return;
     const tls = config.tls orelse {
         diagnostic.set("--tls-port needs --tls-cert and --tls-key, or --tls-self-signed", .{});
@@ -239,6 +359,10 @@ pub fn parseExampleArgs(init: std.process.Init, config: *Config, comptime usage:
     while (index < args.len) {
         if (std.mem.eql(u8, args[index], "--help") or std.mem.eql(u8, args[index], "-h")) {
             printTo(init.io, .stdout(), usage ++ "\n" ++ server_flags_help);
+            std.process.exit(0);
+        }
+        if (std.mem.eql(u8, args[index], "--limits")) {
+            printLimits(init.io, config);
             std.process.exit(0);
         }
         const applied = applyServerFlag(config, args, &index, &diagnostic) catch
@@ -560,4 +684,59 @@ test "applyServerFlag: --flag=value, -p, -b and localhost" {
         try std.testing.expect(!try applyServerFlag(&config, &.{arg}, &index, &diagnostic));
         try std.testing.expectEqual(@as(usize, 0), index);
     }
+}
+
+test "parseMilliseconds: a number with its unit" {
+    const cases = [_]struct { []const u8, ?u64 }{
+        .{ "250ms", 250 },  .{ "15s", 15_000 }, .{ "2m", 120_000 },                  .{ "1h", 3_600_000 },
+        .{ "0s", 0 },       .{ "15", null },    .{ "s", null },                      .{ "15 s", null },
+        .{ "15sec", null }, .{ "-1s", null },   .{ "99999999999999999999ms", null }, .{ "9999999999999999h", null },
+    };
+    for (cases) |case| try std.testing.expectEqual(case[1], parseMilliseconds(case[0]));
+}
+
+test "applyServerFlag --limit: any Config number, by name, in its unit" {
+    var config: Config = .{};
+    var diagnostic: Diagnostic = .{};
+    const args = [_][]const u8{
+        "--limit",                       "connections_max=2000",
+        "--limit=idle-timeout-ms=15s",   "--limit",
+        "header_bytes_max=32K",          "--limit",
+        "unsent_bytes_max=0",            "--limit=decoded_body_bytes_max=1M",
+        "--limit=write_timeout_ms=2500",
+    };
+    var index: usize = 0;
+    while (index < args.len) try std.testing.expect(try applyServerFlag(&config, &args, &index, &diagnostic));
+    try std.testing.expectEqual(@as(u32, 2000), config.connections_max);
+    try std.testing.expectEqual(@as(u32, 15_000), config.idle_timeout_ms);
+    try std.testing.expectEqual(@as(u32, 32 * 1024), config.header_bytes_max);
+    try std.testing.expectEqual(@as(u32, 0), config.unsent_bytes_max);
+    try std.testing.expectEqual(@as(?u64, 1 << 20), config.decoded_body_bytes_max);
+    try std.testing.expectEqual(@as(u32, 2500), config.write_timeout_ms);
+    try finishServerFlags(&config, &diagnostic);
+
+    const bad = [_]struct { []const u8, []const u8 }{
+        .{ "port=1", "no limit named 'port'" },
+        .{ "host=1", "no limit named 'host'" },
+        .{ "connections_max=2K", "'2K' is not a whole number" },
+        .{ "idle_timeout_ms=5M", "'5M' is not a time" },
+        .{ "header_bytes_max=5s", "'5s' is not a size" },
+        .{ "backlog=4294967296", "more than 2147483647" },
+        .{ "connections-max", "not NAME=VALUE" },
+        .{ "=5", "no limit named ''" },
+    };
+    for (bad) |case| {
+        const one = [_][]const u8{ "--limit", case[0] };
+        index = 0;
+        try std.testing.expectError(error.InvalidValue, applyServerFlag(&config, &one, &index, &diagnostic));
+        try std.testing.expect(std.mem.find(u8, diagnostic.message, case[1]) != null);
+    }
+
+    // Each limit is checked against the others once every flag is in.
+    config = .{};
+    const misfit = [_][]const u8{ "--limit", "request_line_bytes_max=128K" };
+    index = 0;
+    try std.testing.expect(try applyServerFlag(&config, &misfit, &index, &diagnostic));
+    try std.testing.expectError(error.InvalidValue, finishServerFlags(&config, &diagnostic));
+    try std.testing.expectEqualStrings("invalid configuration: request_line_bytes_max must not exceed header_bytes_max", diagnostic.message);
 }

@@ -64,6 +64,9 @@ const usage =
     \\                         (default zstd:3,br:5,gzip:6); .br/.gz files beside still win
     \\  --compress-max SIZE    send larger files uncompressed (default 4M)
     \\  --compress-cache SIZE  memory for compressed files, all workers together (default 32M)
+    \\  --limit NAME=VALUE     set one of the server's limits, e.g. --limit connections_max=2000
+    \\                         --limit idle_timeout_ms=15s (sizes take K/M/G, times ms/s/m/h)
+    \\  --limits               list every limit --limit sets, with its value here
     \\
     \\Options that take a value also take it as --option=value.
     \\
@@ -141,6 +144,10 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
             printTo(io, .stdout(), usage);
             std.process.exit(0);
         }
+        if (std.mem.eql(u8, arg, "--limits")) {
+            saker.cli.printLimits(io, &parsed.config);
+            std.process.exit(0);
+        }
         const applied = saker.cli.applyServerFlag(&parsed.config, args, &index, &diagnostic) catch
             fatal(io, "{s}", .{diagnostic.message});
         if (applied) continue;
@@ -214,6 +221,11 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
             directory = arg;
         }
     }
+    // Uploads are buffered whole in the request arena (StaticFiles writes each with one
+    // call), so the largest one must fit the arena and the server's heap allowance.
+    const arena_needed = parsed.config.arena_bytes + parsed.config.body_bytes_max;
+    parsed.config.arena_request_bytes_max = @max(parsed.config.arena_request_bytes_max, arena_needed);
+    parsed.config.overflow_bytes_max = @max(parsed.config.overflow_bytes_max, parsed.config.arena_request_bytes_max);
     parsed.static.root = directory orelse ".";
     if (metrics_text) |text| parsed.metrics = parseMetricsAddress(text, parsed.config.host) orelse
         fatal(io, "--metrics '{s}': not PORT, HOST:PORT or [IPv6]:PORT", .{text});

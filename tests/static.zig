@@ -1052,6 +1052,13 @@ test "saker CLI: bad input is one line on stderr and exit status 2" {
         .{ &.{ "serve", fixture.root_path, "--health", "healthz" }, "--health 'healthz': must be a path starting with /" },
         .{ &.{ "serve", fixture.root_path, "--upload-max", "lots" }, "--upload-max 'lots': a size such as 500M" },
         .{ &.{ "serve", fixture.root_path, "--upload=yes" }, "--upload takes no value" },
+        .{ &.{ "serve", fixture.root_path, "--limit", "nope=1" }, "--limit: no limit named 'nope'" },
+        .{ &.{ "serve", fixture.root_path, "--limit", "connections_max" }, "--limit 'connections_max': not NAME=VALUE" },
+        .{ &.{ "serve", fixture.root_path, "--limit", "connections_max=many" }, "--limit connections_max: 'many' is not a whole number" },
+        .{ &.{ "serve", fixture.root_path, "--limit", "idle_timeout_ms=soon" }, "--limit idle_timeout_ms: 'soon' is not a time" },
+        .{ &.{ "serve", fixture.root_path, "--limit", "header_count_max=70000" }, "--limit header_count_max: 70000 is more than 65535" },
+        .{ &.{ "serve", fixture.root_path, "--limit", "recv_buffer_bytes=100" }, "invalid configuration: recv_buffer_bytes must be at least 1024" },
+        .{ &.{ "serve", fixture.root_path, "--limit" }, "--limit needs a value" },
     };
     for (cases) |case| {
         const result = try runCli(case[0]);
@@ -1159,6 +1166,82 @@ test "saker serve --upload --upload-max 1K: a PUT within the limit is written, a
     try expectStatus(none, 404);
     stopped = true;
     try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try server.stop());
+}
+
+test "saker serve --upload-max 200M: the server starts, and an upload above the 8 MiB default is written whole" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    var server: CliServer = undefined;
+    // Buffered uploads live in the request arena: the flag makes room for them (it once made
+    // the configuration invalid above 128 MiB less the arena).
+    try server.start(&.{ fixture.root_path, "-p", "0", "--upload", "--upload-max", "200M", "--access-log", "off" });
+    var stopped = false;
+    defer if (!stopped) server.child.kill(testing.io);
+    const len = 9 * 1024 * 1024;
+    const head = try std.fmt.allocPrint(testing.allocator, "PUT /upload-9m.bin HTTP/1.1\r\nHost: t\r\nContent-Length: {d}\r\n\r\n", .{len});
+    defer testing.allocator.free(head);
+    const request = try testing.allocator.alloc(u8, head.len + len);
+    defer testing.allocator.free(request);
+    @memcpy(request[0..head.len], head);
+    for (request[head.len..], 0..) |*byte, i| byte.* = @truncate(i *% 7);
+    const put = try Client.fetch(testing.allocator, server.port, request);
+    defer put.deinit(testing.allocator);
+    try expectStatus(put, 201);
+    const read = try Client.fetch(testing.allocator, server.port, "GET /upload-9m.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+    defer read.deinit(testing.allocator);
+    try expectStatus(read, 200);
+    try testing.expectEqualSlices(u8, request[head.len..], read.body);
+    stopped = true;
+    try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try server.stop());
+}
+
+test "saker serve --limit: the limits named take effect (414 past the request line limit, an idle close)" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    var server: CliServer = undefined;
+    try server.start(&.{ fixture.root_path, "-p", "0", "--access-log", "off", "--limit", "request_line_bytes_max=1K", "--limit=idle-timeout-ms=300ms" });
+    var stopped = false;
+    defer if (!stopped) server.child.kill(testing.io);
+    var long_request: ["GET /".len + 1100 + " HTTP/1.1\r\nHost: t\r\n\r\n".len]u8 = undefined;
+    @memcpy(long_request[0.."GET /".len], "GET /");
+    @memset(long_request["GET /".len..][0..1100], 'a');
+    @memcpy(long_request["GET /".len + 1100 ..], " HTTP/1.1\r\nHost: t\r\n\r\n");
+    // Both limits are HTTP/1's (over h2c the path is in HEADERS): plaintext HTTP/1.1 here.
+    const long = try Client.fetchPlain(testing.allocator, server.port, &long_request);
+    defer long.deinit(testing.allocator);
+    try expectStatus(long, 414);
+    // A request line within the limit is served.
+    const short = try Client.fetchPlain(testing.allocator, server.port, "GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    defer short.deinit(testing.allocator);
+    try expectStatus(short, 200);
+    // A connection idle after its response is closed after 300 ms, not the default 60 s.
+    var client = try Client.connectPlain(server.port, 10_000);
+    defer client.close();
+    try client.send("GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    const kept = try client.readResponse(testing.allocator, .{});
+    defer kept.deinit(testing.allocator);
+    try expectStatus(kept, 200);
+    const start = nowUs();
+    try testing.expect(client.waitForData(10_000));
+    try testing.expect(try client.isClosed());
+    const waited_ms = (nowUs() - start) / 1000;
+    errdefer std.debug.print("closed after {d} ms\n", .{waited_ms});
+    try testing.expect(waited_ms >= 250 and waited_ms < 10_000);
+    stopped = true;
+    try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try server.stop());
+}
+
+test "saker serve --limits: every limit with its value, exit 0" {
+    const result = try runCli(&.{ "serve", "--limit", "connections_max=123", "--limits" });
+    defer testing.allocator.free(result.stderr);
+    defer testing.allocator.free(result.stdout);
+    try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, result.term);
+    errdefer std.debug.print("stdout: {s}\n", .{result.stdout});
+    try testing.expect(std.mem.find(u8, result.stdout, "\n  connections_max = 123\n") != null);
+    // saker serve's own defaults, not Config's.
+    try testing.expect(std.mem.find(u8, result.stdout, "\n  unsent_bytes_max = 65536\n") != null);
+    try testing.expect(std.mem.find(u8, result.stdout, "\n  idle_timeout_ms = 60000\n") != null);
+    try testing.expect(std.mem.find(u8, result.stdout, "port") == null);
 }
 
 test "saker serve --health /healthz: the path answers ok, files are served as before" {
