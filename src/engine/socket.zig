@@ -365,7 +365,16 @@ pub const IoError = error{
     Unexpected,
 };
 
-fn mapIo(operation: []const u8, rc: usize) IoError!usize {
+/// Success is tested first and inline: every read and write pays for this test, only failures
+/// for the mapping.
+inline fn mapIo(operation: []const u8, rc: usize) IoError!usize {
+    // Failures are -4095..-1; a count is never that large.
+    if (rc < @as(usize, @bitCast(@as(isize, -4095)))) return rc;
+    return mapFailure(operation, rc);
+}
+
+fn mapFailure(operation: []const u8, rc: usize) IoError!usize {
+    @branchHint(.cold);
     return switch (linux.errno(rc)) {
         .SUCCESS => rc,
         .AGAIN => error.WouldBlock,
