@@ -30,6 +30,7 @@ const compile_errors = [_]struct { file: []const u8, message: []const u8 }{
     .{ .file = "server_on_body_without_on_head.zig", .message = "declares onBody but no `pub fn onHead(...) !saker.BodyAction`" },
     .{ .file = "server_on_done_signature.zig", .message = "wrong signature for server_on_done_signature.App.onDone: expected `pub fn onDone(self: *server_on_done_signature.App, done: *const saker.Done) void`" },
     .{ .file = "server_may_block_signature.zig", .message = "wrong signature for server_may_block_signature.App.mayBlock: expected `pub fn mayBlock(self: *const server_may_block_signature.App, req: *const saker.Request) bool`" },
+    .{ .file = "server_wants_may_block_without_may_block.zig", .message = "server_wants_may_block_without_may_block.App declares wantsMayBlock but no `pub fn mayBlock(...)` for it to turn off" },
     .{ .file = "server_accepts_and_decodes.zig", .message = "server_accepts_and_decodes.App declares both accepts_content_encoding (it decodes request bodies itself) and decodes_content_encoding (the server decodes them for it): keep one" },
 };
 

@@ -69,6 +69,10 @@ pub fn checkHandler(comptime Handler: type) void {
         ", done: *const saker.Done) void");
     if (@hasDecl(Handler, "wantsDone")) checkHook(Handler, "wantsDone", &.{}, bool, .infallible, "pub fn wantsDone(self: *const " ++ @typeName(Handler) ++
         ") bool");
+    if (@hasDecl(Handler, "wantsMayBlock")) checkHook(Handler, "wantsMayBlock", &.{}, bool, .infallible, "pub fn wantsMayBlock(self: *const " ++ @typeName(Handler) ++
+        ") bool");
+    if (@hasDecl(Handler, "wantsMayBlock") and !@hasDecl(Handler, "mayBlock"))
+        @compileError(@typeName(Handler) ++ " declares wantsMayBlock but no `pub fn mayBlock(...)` for it to turn off");
     if (@hasDecl(Handler, "onBody") and !@hasDecl(Handler, "onHead"))
         @compileError(@typeName(Handler) ++ " declares onBody but no `pub fn onHead(...) !saker.BodyAction` to ask for a streamed body");
     if (declares(Handler, "accepts_content_encoding") and declares(Handler, "decodes_content_encoding"))
@@ -566,6 +570,14 @@ pub fn Server(comptime Handler: type) type {
             }
         };
 
+        /// The handler's optional `pub fn wantsMayBlock(self: *const Handler) bool`, asked once
+        /// at start: a handler whose `mayBlock` says yes only in some configurations (uploads
+        /// that are off) spares the event loops a handler pool they would never use.
+        fn wantsMayBlock(handler: *const Handler) bool {
+            if (!@hasDecl(Handler, "wantsMayBlock")) return true;
+            return handler.wantsMayBlock();
+        }
+
         /// The handler's optional `pub fn wantsDone(self: *const Handler) bool`, asked once at
         /// start: a handler that declares `onDone` but needs it only in some configurations
         /// (an access log that is off) spares every exchange the bookkeeping.
@@ -972,7 +984,7 @@ pub fn Server(comptime Handler: type) type {
                 .blocking, .thread_per_connection, .worker_pool => return null,
             }
             if (server.config.handler_threads > 0) return server.config.handler_threads;
-            const some_block = @hasDecl(Handler, "mayBlock");
+            const some_block = @hasDecl(Handler, "mayBlock") and wantsMayBlock(server.handler);
             if ((@hasDecl(Handler, "blocking") and Handler.blocking) or some_block) {
                 const cpus = std.Thread.getCpuCount() catch 1;
                 return @intCast(@min(cpus * 4, 1024));

@@ -356,8 +356,9 @@ test "static: with upload_overwrite a PUT replaces a file whole (204), unless If
     defer fixture.destroy();
     for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
-        // Revalidated at every request, so a read sees the replacement at once.
-        const running = try Running.start(kind, fixture.root_path, .{ .upload = true, .upload_overwrite = true, .cache = .{ .revalidate_ms = 0 } });
+        // The cache keeps its default revalidation (1 s): an upload expires what it cached, so
+        // a read sees the replacement at once.
+        const running = try Running.start(kind, fixture.root_path, .{ .upload = true, .upload_overwrite = true });
         defer running.stop();
         var buffer: [96]u8 = undefined;
         const path = try std.mem.print(&buffer, "/sub/over-{t}.txt", .{kind});
@@ -1168,29 +1169,92 @@ test "saker serve --upload --upload-max 1K: a PUT within the limit is written, a
     try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try server.stop());
 }
 
-test "saker serve --upload-max 200M: the server starts, and an upload above the 8 MiB default is written whole" {
+/// A number of `/proc/PID/status`: VmRSS, VmHWM (KiB), Threads.
+fn processRssKib(pid: linux.pid_t, field: []const u8) !u64 {
+    var path_buffer: [64]u8 = undefined;
+    const path = try std.fmt.bufPrintSentinel(&path_buffer, "/proc/{d}/status", .{pid}, 0);
+    var buffer: [4096]u8 = undefined;
+    const fd = try std.posix.openat(std.posix.AT.FDCWD, path, .{}, 0);
+    defer _ = linux.close(fd);
+    const n = try std.posix.read(fd, &buffer);
+    var lines = std.mem.splitScalar(u8, buffer[0..n], '\n');
+    while (lines.next()) |line| {
+        if (!std.mem.startsWith(u8, line, field)) continue;
+        return std.fmt.parseInt(u64, std.mem.trim(u8, line[field.len..], " \t:kB"), 10);
+    }
+    return error.NoSuchField;
+}
+
+/// Makes the peak resident size (VmHWM) of `pid` start again from its current one.
+fn resetProcessPeakRss(pid: linux.pid_t) !void {
+    var path_buffer: [64]u8 = undefined;
+    const path = try std.fmt.bufPrintSentinel(&path_buffer, "/proc/{d}/clear_refs", .{pid}, 0);
+    const fd = try std.posix.openat(std.posix.AT.FDCWD, path, .{ .ACCMODE = .WRONLY }, 0);
+    defer _ = linux.close(fd);
+    if (linux.errno(linux.write(fd, "5", 1)) != .SUCCESS) return error.ClearRefsFailed;
+}
+
+test "saker serve --upload-max 64M: uploads are written as they arrive, in bounded memory (PUT and the form)" {
     var fixture = try Fixture.create();
     defer fixture.destroy();
     var server: CliServer = undefined;
-    // Buffered uploads live in the request arena: the flag makes room for them (it once made
-    // the configuration invalid above 128 MiB less the arena).
-    try server.start(&.{ fixture.root_path, "-p", "0", "--upload", "--upload-max", "200M", "--access-log", "off" });
+    try server.start(&.{ fixture.root_path, "-p", "0", "--upload", "--upload-max", "64M", "--access-log", "off" });
     var stopped = false;
     defer if (!stopped) server.child.kill(testing.io);
-    const len = 9 * 1024 * 1024;
-    const head = try std.fmt.allocPrint(testing.allocator, "PUT /upload-9m.bin HTTP/1.1\r\nHost: t\r\nContent-Length: {d}\r\n\r\n", .{len});
-    defer testing.allocator.free(head);
-    const request = try testing.allocator.alloc(u8, head.len + len);
-    defer testing.allocator.free(request);
-    @memcpy(request[0..head.len], head);
-    for (request[head.len..], 0..) |*byte, i| byte.* = @truncate(i *% 7);
-    const put = try Client.fetch(testing.allocator, server.port, request);
+    const pid = server.child.id.?;
+    const big = try testing.allocator.alloc(u8, 40 * 1024 * 1024);
+    defer testing.allocator.free(big);
+    for (big, 0..) |*byte, i| byte.* = @truncate(i *% 7 +% (i >> 13));
+    var client = try Client.connectPlain(server.port, 30_000);
+    defer client.close();
+    try resetProcessPeakRss(pid);
+    const before = try processRssKib(pid, "VmRSS");
+    var head_buffer: [256]u8 = undefined;
+    try client.send(try std.mem.print(&head_buffer, "PUT /up-put.bin HTTP/1.1\r\nHost: t\r\nContent-Length: {d}\r\n\r\n", .{big.len}));
+    try client.send(big);
+    const put = try client.readResponse(testing.allocator, .{});
     defer put.deinit(testing.allocator);
     try expectStatus(put, 201);
-    const read = try Client.fetch(testing.allocator, server.port, "GET /upload-9m.bin HTTP/1.1\r\nHost: t\r\n\r\n");
-    defer read.deinit(testing.allocator);
-    try expectStatus(read, 200);
-    try testing.expectEqualSlices(u8, request[head.len..], read.body);
+    // The listing's form: a field, then the same 40 MiB as a file part.
+    const form_head = "--B0und\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\nhi\r\n" ++
+        "--B0und\r\nContent-Disposition: form-data; name=\"file\"; filename=\"up-form.bin\"\r\n\r\n";
+    const form_tail = "\r\n--B0und--\r\n";
+    // Not there yet (and so cached as missing): the upload must expire that.
+    const before_form = try Client.fetchPlain(testing.allocator, server.port, "GET /sub/up-form.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+    defer before_form.deinit(testing.allocator);
+    try expectStatus(before_form, 404);
+    try client.send(try std.mem.print(&head_buffer, "POST /sub/ HTTP/1.1\r\nHost: t\r\nContent-Type: multipart/form-data; boundary=B0und\r\nContent-Length: {d}\r\n\r\n", .{form_head.len + big.len + form_tail.len}));
+    try client.send(form_head);
+    try client.send(big);
+    try client.send(form_tail);
+    const posted = try client.readResponse(testing.allocator, .{});
+    defer posted.deinit(testing.allocator);
+    try expectStatus(posted, 303);
+    try testing.expectEqualStrings("303 See Other: created 1: up-form.bin\n", posted.body);
+    const growth = (try processRssKib(pid, "VmHWM")) -| before;
+    // Generous: one of the bodies held whole would add 40 MiB.
+    testing.expect(growth < 16 * 1024) catch |err| {
+        std.debug.print("the server's peak RSS grew by {d} KiB\n", .{growth});
+        return err;
+    };
+    for ([_][]const u8{ "/up-put.bin", "/sub/up-form.bin" }) |path| {
+        var request_buffer: [128]u8 = undefined;
+        const read = try Client.fetchPlain(testing.allocator, server.port, try std.mem.print(&request_buffer, "GET {s} HTTP/1.1\r\nHost: t\r\n\r\n", .{path}));
+        defer read.deinit(testing.allocator);
+        try expectStatus(read, 200);
+        try testing.expect(std.mem.eql(u8, big, read.body));
+    }
+    // A name that exists is refused before the body is invited (no 100 Continue is sent).
+    var early = try Client.connectPlain(server.port, 10_000);
+    defer early.close();
+    try early.send("PUT /up-put.bin HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 1000000\r\n\r\n");
+    const refused = try early.readResponse(testing.allocator, .{});
+    defer refused.deinit(testing.allocator);
+    try expectStatus(refused, 409);
+    // Beyond --upload-max: 413 before anything is written.
+    const large = try Client.fetchPlain(testing.allocator, server.port, "PUT /too-large.bin HTTP/1.1\r\nHost: t\r\nContent-Length: 67108865\r\n\r\n");
+    defer large.deinit(testing.allocator);
+    try expectStatus(large, 413);
     stopped = true;
     try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try server.stop());
 }
@@ -1452,6 +1516,65 @@ test "saker serve --basic-auth: 401 with a challenge without the right password,
     try testing.expectEqual(@as(usize, 6), std.mem.count(u8, log, "\" 401 "));
     try testing.expectEqual(@as(usize, 4), std.mem.count(u8, log, "\" 200 "));
     for ([_][]const u8{ "secret", "wrong", "YWxpY2U6", "Ym9i" }) |credential| try testing.expect(std.mem.find(u8, log, credential) == null);
+}
+
+test "saker serve --basic-auth --upload: an upload without the password is 401 and writes nothing; with it, 201" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    const htpasswd = try std.fmt.allocPrint(testing.allocator, "{s}/../htpasswd-up", .{fixture.root_path});
+    defer testing.allocator.free(htpasswd);
+    try std.Io.Dir.cwd().writeFile(testing.io, .{ .sub_path = htpasswd, .data = "alice:$2y$05$Th3YYfxe2JIDTsilk0yLSedf4hkcF5m/zcijsTuo5OSkfyhbo13tK\n" });
+    for ([_][]const u8{ "epoll", "worker_pool" }) |engine_name| {
+        errdefer std.debug.print("engine {s}\n", .{engine_name});
+        var server: CliServer = undefined;
+        try server.start(&.{ fixture.root_path, "--port", "0", "--engine", engine_name, "--basic-auth", htpasswd, "--upload", "--access-log", "off" });
+        var stopped = false;
+        defer if (!stopped) server.child.kill(testing.io);
+        var buffer: [256]u8 = undefined;
+        const path = try std.mem.print(&buffer, "/auth-{s}.txt", .{engine_name});
+        var request_buffer: [512]u8 = undefined;
+        const denied = try Client.fetchPlain(testing.allocator, server.port, try std.mem.print(&request_buffer, "PUT {s} HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello", .{path}));
+        defer denied.deinit(testing.allocator);
+        try expectStatus(denied, 401);
+        const missing = try Client.fetchPlain(testing.allocator, server.port, try std.mem.print(&request_buffer, "GET {s} HTTP/1.1\r\nHost: t\r\nAuthorization: Basic YWxpY2U6c2VjcmV0\r\n\r\n", .{path}));
+        defer missing.deinit(testing.allocator);
+        try expectStatus(missing, 404);
+        const allowed = try Client.fetchPlain(testing.allocator, server.port, try std.mem.print(&request_buffer, "PUT {s} HTTP/1.1\r\nHost: t\r\nAuthorization: Basic YWxpY2U6c2VjcmV0\r\nContent-Length: 5\r\n\r\nhello", .{path}));
+        defer allowed.deinit(testing.allocator);
+        try expectStatus(allowed, 201);
+        const read = try Client.fetchPlain(testing.allocator, server.port, try std.mem.print(&request_buffer, "GET {s} HTTP/1.1\r\nHost: t\r\nAuthorization: Basic YWxpY2U6c2VjcmV0\r\n\r\n", .{path}));
+        defer read.deinit(testing.allocator);
+        try expectStatus(read, 200);
+        try testing.expectEqualStrings("hello", read.body);
+        stopped = true;
+        try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try server.stop());
+    }
+}
+
+test "saker serve: the handler threads are started for --upload only" {
+    var fixture = try Fixture.create();
+    defer fixture.destroy();
+    var counts: [2]u64 = undefined;
+    for ([_]bool{ false, true }, &counts) |upload, *count| {
+        var server: CliServer = undefined;
+        const args: []const []const u8 = if (upload)
+            &.{ fixture.root_path, "-p", "0", "--workers", "1", "--access-log", "off", "--upload" }
+        else
+            &.{ fixture.root_path, "-p", "0", "--workers", "1", "--access-log", "off" };
+        try server.start(args);
+        var stopped = false;
+        defer if (!stopped) server.child.kill(testing.io);
+        // Once it answers, every thread it starts is running.
+        const answer = try Client.fetchPlain(testing.allocator, server.port, "GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+        defer answer.deinit(testing.allocator);
+        try expectStatus(answer, 200);
+        count.* = try processRssKib(server.child.id.?, "Threads");
+        stopped = true;
+        try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try server.stop());
+    }
+    errdefer std.debug.print("threads without --upload {d}, with it {d}\n", .{ counts[0], counts[1] });
+    // Four per CPU with uploads (one CPU at least).
+    try testing.expect(counts[1] >= counts[0] + 4);
 }
 
 test "saker serve under systemd-socket-activate: it serves on the socket passed, not a port of its own" {

@@ -159,6 +159,17 @@ pub fn lookup(cache: *FileCache, relative: []const u8, now_ms: u64) *Entry {
     return victim;
 }
 
+/// Makes the entry of `relative`, if cached, revalidate at its next lookup: the server itself
+/// just wrote that file (an upload), and the next request must see it.
+pub fn expire(cache: *FileCache, relative: []const u8) void {
+    if (relative.len > key_bytes_max) return; // never cached
+    const hash = std.hash.Wyhash.hash(0, relative);
+    const set_index: usize = @intCast(hash % cache.sets);
+    for (cache.entries[set_index * ways ..][0..ways]) |*entry| {
+        if (entry.key_len != 0 and entry.hash == hash and std.mem.eql(u8, entry.keySlice(), relative)) entry.checked_ms = 0;
+    }
+}
+
 /// Closes the scratch entry's fd (call once a response no longer needs an uncached entry).
 pub fn releaseScratch(cache: *FileCache) void {
     cache.clear(&cache.entries[cache.entries.len - 1]);

@@ -207,69 +207,95 @@ pub fn randomBytes(buffer: []u8) error{Unexpected}!void {
 
 pub const CreateError = error{ Exists, NoSpace, AccessDenied, Unsupported, SystemResources, Unexpected };
 
-/// Whether `create` may replace a file of that name.
+/// Whether `Upload.finish` may replace a file of that name.
 pub const Existing = enum { keep, replace };
 
-/// What `create` did.
+/// What `Upload.finish` did.
 pub const Created = enum { created, replaced };
 
-/// Writes the file `name` (one path segment) in the directory `dir` holding `bytes`, all or
-/// nothing: the bytes go to an unnamed file (O_TMPFILE), are synced, and the file gets its
-/// name last, so no reader ever sees a partial file. With `.keep` the name is given with
-/// linkat, which fails if it exists (`error.Exists`): nothing is ever overwritten. With
-/// `.replace`, an existing file is swapped for the new one at once (rename over it); a
-/// directory of that name is still `error.Exists`.
-pub fn create(dir: fd_t, name: [*:0]const u8, bytes: []const u8, existing: Existing) CreateError!Created {
-    const flags: linux.O = .{ .ACCMODE = .WRONLY, .CLOEXEC = true, .TMPFILE = true, .DIRECTORY = true };
-    const rc = linux.openat(dir, ".", flags, 0o644);
-    const fd: fd_t = switch (linux.errno(rc)) {
-        .SUCCESS => @intCast(rc),
-        .ACCES, .PERM, .ROFS => return error.AccessDenied,
-        .OPNOTSUPP, .ISDIR, .INVAL => return error.Unsupported, // no O_TMPFILE on this file system
-        .NOSPC, .DQUOT => return error.NoSpace,
-        .MFILE, .NFILE, .NOMEM => return error.SystemResources,
-        else => |err| return unexpected("openat(O_TMPFILE)", err),
-    };
-    defer close(fd);
-    var written: usize = 0;
-    while (written < bytes.len) {
-        const n = linux.write(fd, bytes[written..].ptr, bytes.len - written);
-        switch (linux.errno(n)) {
-            .SUCCESS => written += n,
-            .INTR => {},
-            .NOSPC, .DQUOT, .FBIG => return error.NoSpace,
-            else => |err| return unexpected("write", err),
+/// A file written in pieces that appears all or nothing: the bytes go to an unnamed file
+/// (O_TMPFILE) in the directory, which is synced and gets its name last (`finish`), so no
+/// reader ever sees a partial file. One closed without `finish` (a failed upload) leaves
+/// nothing behind. With `.keep` the name is given with linkat, which fails if it exists
+/// (`error.Exists`): nothing is ever overwritten. With `.replace`, an existing file is
+/// swapped for the new one at once (rename over it); a directory of that name is still
+/// `error.Exists`.
+pub const Upload = struct {
+    fd: fd_t,
+
+    pub fn open(dir: fd_t) CreateError!Upload {
+        const flags: linux.O = .{ .ACCMODE = .WRONLY, .CLOEXEC = true, .TMPFILE = true, .DIRECTORY = true };
+        const rc = linux.openat(dir, ".", flags, 0o644);
+        return switch (linux.errno(rc)) {
+            .SUCCESS => .{ .fd = @intCast(rc) },
+            .ACCES, .PERM, .ROFS => error.AccessDenied,
+            .OPNOTSUPP, .ISDIR, .INVAL => error.Unsupported, // no O_TMPFILE on this file system
+            .NOSPC, .DQUOT => error.NoSpace,
+            .MFILE, .NFILE, .NOMEM => error.SystemResources,
+            else => |err| unexpected("openat(O_TMPFILE)", err),
+        };
+    }
+
+    /// Appends `bytes`.
+    pub fn write(upload: *Upload, bytes: []const u8) CreateError!void {
+        var written: usize = 0;
+        while (written < bytes.len) {
+            const n = linux.write(upload.fd, bytes[written..].ptr, bytes.len - written);
+            switch (linux.errno(n)) {
+                .SUCCESS => written += n,
+                .INTR => {},
+                .NOSPC, .DQUOT, .FBIG => return error.NoSpace,
+                else => |err| return unexpected("write", err),
+            }
         }
     }
-    switch (linux.errno(linux.fsync(fd))) {
-        .SUCCESS => {},
-        .NOSPC, .DQUOT => return error.NoSpace,
-        else => |err| return unexpected("fsync", err),
+
+    /// Syncs the file and gives it its name.
+    pub fn finish(upload: *Upload, dir: fd_t, name: [*:0]const u8, existing: Existing) CreateError!Created {
+        switch (linux.errno(linux.fsync(upload.fd))) {
+            .SUCCESS => {},
+            .NOSPC, .DQUOT => return error.NoSpace,
+            else => |err| return unexpected("fsync", err),
+        }
+        if (link(upload.fd, dir, name)) |_| {
+            return .created;
+        } else |err| switch (err) {
+            error.Exists => if (existing == .keep) return error.Exists,
+            else => return err,
+        }
+        // Replacing: a name of its own first, then renamed over the old file in one step.
+        var random: [8]u8 = undefined;
+        try randomBytes(&random);
+        var temporary_buffer: [40]u8 = undefined;
+        const temporary = std.fmt.bufPrintSentinel(&temporary_buffer, ".saker-upload-{x}.tmp", .{random}, 0) catch unreachable;
+        try link(upload.fd, dir, temporary);
+        switch (linux.errno(linux.renameat(dir, temporary, dir, name))) {
+            .SUCCESS => return .replaced,
+            else => |rename_err| {
+                _ = linux.unlinkat(dir, temporary, 0);
+                return switch (rename_err) {
+                    .ISDIR, .NOTEMPTY, .EXIST => error.Exists,
+                    .ACCES, .PERM, .ROFS => error.AccessDenied,
+                    .NOSPC, .DQUOT => error.NoSpace,
+                    else => unexpected("renameat", rename_err),
+                };
+            },
+        }
     }
-    if (link(fd, dir, name)) |_| {
-        return .created;
-    } else |err| switch (err) {
-        error.Exists => if (existing == .keep) return error.Exists,
-        else => return err,
+
+    pub fn close(upload: *Upload) void {
+        _ = linux.close(upload.fd);
+        upload.fd = -1;
     }
-    // Replacing: a name of its own first, then renamed over the old file in one step.
-    var random: [8]u8 = undefined;
-    try randomBytes(&random);
-    var temporary_buffer: [40]u8 = undefined;
-    const temporary = std.fmt.bufPrintSentinel(&temporary_buffer, ".saker-upload-{x}.tmp", .{random}, 0) catch unreachable;
-    try link(fd, dir, temporary);
-    switch (linux.errno(linux.renameat(dir, temporary, dir, name))) {
-        .SUCCESS => return .replaced,
-        else => |rename_err| {
-            _ = linux.unlinkat(dir, temporary, 0);
-            return switch (rename_err) {
-                .ISDIR, .NOTEMPTY, .EXIST => error.Exists,
-                .ACCES, .PERM, .ROFS => error.AccessDenied,
-                .NOSPC, .DQUOT => error.NoSpace,
-                else => unexpected("renameat", rename_err),
-            };
-        },
-    }
+};
+
+/// Whether `name` (one path segment) exists in `dir`, whatever it is (a dangling symbolic
+/// link too). A check before an upload is read, to refuse it early; `Upload.finish` still
+/// decides.
+pub fn exists(dir: fd_t, name: [*:0]const u8) bool {
+    var st: linux.Statx = undefined;
+    const rc = linux.statx(dir, name, linux.AT.SYMLINK_NOFOLLOW, .{}, &st);
+    return linux.errno(rc) == .SUCCESS;
 }
 
 /// Gives the unnamed file `fd` the name `name` in `dir`, through its /proc link
@@ -386,4 +412,50 @@ test "fs: openBeneath refuses to leave the root, follows links that stay inside"
         count += 1;
     }
     try std.testing.expectEqual(@as(usize, 4), count);
+}
+
+test "fs: an upload appears whole when finished, never when abandoned, and replaces only when asked" {
+    var tmp = std.testing.tmpDir(.{});
+    defer tmp.cleanup();
+    const io = std.testing.io;
+    const dir = try openBeneath(tmp.dir.handle, "", .{ .directory = true });
+    defer close(dir);
+    var abandoned: Upload = Upload.open(dir) catch |err| switch (err) {
+        error.Unsupported => return error.SkipZigTest, // no O_TMPFILE here
+        else => return err,
+    };
+    try abandoned.write("half");
+    abandoned.close();
+    try std.testing.expect(!exists(dir, "a.txt"));
+
+    var first: Upload = try .open(dir);
+    defer first.close();
+    try first.write("hel");
+    try first.write("");
+    try first.write("lo");
+    try std.testing.expect(!exists(dir, "a.txt"));
+    try std.testing.expectEqual(Created.created, try first.finish(dir, "a.txt", .keep));
+    try std.testing.expect(exists(dir, "a.txt"));
+    var buffer: [16]u8 = undefined;
+    try std.testing.expectEqualStrings("hello", try tmp.dir.readFile(io, "a.txt", &buffer));
+
+    var second: Upload = try .open(dir);
+    defer second.close();
+    try second.write("world");
+    try std.testing.expectError(error.Exists, second.finish(dir, "a.txt", .keep));
+    try std.testing.expectEqualStrings("hello", try tmp.dir.readFile(io, "a.txt", &buffer));
+    try std.testing.expectEqual(Created.replaced, try second.finish(dir, "a.txt", .replace));
+    try std.testing.expectEqualStrings("world", try tmp.dir.readFile(io, "a.txt", &buffer));
+
+    try tmp.dir.createDirPath(io, "d");
+    var third: Upload = try .open(dir);
+    defer third.close();
+    try std.testing.expectError(error.Exists, third.finish(dir, "d", .replace));
+    // Only the two names: no temporary one is left behind.
+    var names: usize = 0;
+    var listed = try tmp.dir.openDir(io, ".", .{ .iterate = true });
+    defer listed.close(io);
+    var it = listed.iterate();
+    while (try it.next(io)) |_| names += 1;
+    try std.testing.expectEqual(@as(usize, 2), names);
 }
