@@ -134,8 +134,6 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
     // connection's last response is corked and unlimited whatever its size.
     parsed.config.unsent_bytes_max = 64 * 1024;
     parsed.config.cork_file_bytes_max = 256 * 1024;
-    // The largest upload (--upload-max).
-    parsed.config.streamed_body_bytes_max = 8 * 1024 * 1024;
     var directory: ?[]const u8 = null;
     var metrics_text: ?[]const u8 = null;
     var diagnostic: saker.cli.Diagnostic = .{};
@@ -191,8 +189,7 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
             parsed.static.upload_overwrite = true;
         } else if (std.mem.eql(u8, flag.name, "--upload-max")) {
             const text = value(io, args, &index, flag);
-            // Uploads are written as they arrive (StaticFiles reads them with bodyReader).
-            parsed.config.streamed_body_bytes_max = saker.cli.parseBytes(text) orelse
+            parsed.config.body_bytes_max = saker.cli.parseBytes(text) orelse
                 fatal(io, "--upload-max '{s}': a size such as 500M, 2G or 1048576", .{text});
         } else if (std.mem.eql(u8, flag.name, "--health")) {
             const path = value(io, args, &index, flag);
@@ -224,6 +221,11 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
             directory = arg;
         }
     }
+    // Uploads are buffered whole in the request arena (StaticFiles writes each at once), so
+    // the largest one must fit the arena and the server's heap allowance.
+    const arena_needed = parsed.config.arena_bytes + parsed.config.body_bytes_max;
+    parsed.config.arena_request_bytes_max = @max(parsed.config.arena_request_bytes_max, arena_needed);
+    parsed.config.overflow_bytes_max = @max(parsed.config.overflow_bytes_max, parsed.config.arena_request_bytes_max);
     parsed.static.root = directory orelse ".";
     if (metrics_text) |text| parsed.metrics = parseMetricsAddress(text, parsed.config.host) orelse
         fatal(io, "--metrics '{s}': not PORT, HOST:PORT or [IPv6]:PORT", .{text});

@@ -1169,8 +1169,8 @@ test "saker serve --upload --upload-max 1K: a PUT within the limit is written, a
     try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try server.stop());
 }
 
-/// A number of `/proc/PID/status`: VmRSS, VmHWM (KiB), Threads.
-fn processRssKib(pid: linux.pid_t, field: []const u8) !u64 {
+/// A number of `/proc/PID/status` (such as Threads).
+fn processStatus(pid: linux.pid_t, field: []const u8) !u64 {
     var path_buffer: [64]u8 = undefined;
     const path = try std.fmt.bufPrintSentinel(&path_buffer, "/proc/{d}/status", .{pid}, 0);
     var buffer: [4096]u8 = undefined;
@@ -1185,44 +1185,34 @@ fn processRssKib(pid: linux.pid_t, field: []const u8) !u64 {
     return error.NoSuchField;
 }
 
-/// Makes the peak resident size (VmHWM) of `pid` start again from its current one.
-fn resetProcessPeakRss(pid: linux.pid_t) !void {
-    var path_buffer: [64]u8 = undefined;
-    const path = try std.fmt.bufPrintSentinel(&path_buffer, "/proc/{d}/clear_refs", .{pid}, 0);
-    const fd = try std.posix.openat(std.posix.AT.FDCWD, path, .{ .ACCMODE = .WRONLY }, 0);
-    defer _ = linux.close(fd);
-    if (linux.errno(linux.write(fd, "5", 1)) != .SUCCESS) return error.ClearRefsFailed;
-}
-
-test "saker serve --upload-max 64M: uploads are written as they arrive, in bounded memory (PUT and the form)" {
+test "saker serve --upload-max 64M: the server starts, and uploads above the 8 MiB default are written whole (PUT and the form)" {
     var fixture = try Fixture.create();
     defer fixture.destroy();
     var server: CliServer = undefined;
+    // Buffered uploads live in the request arena: the flag makes room for them (it once made
+    // the configuration invalid above 128 MiB less the arena).
     try server.start(&.{ fixture.root_path, "-p", "0", "--upload", "--upload-max", "64M", "--access-log", "off" });
     var stopped = false;
     defer if (!stopped) server.child.kill(testing.io);
-    const pid = server.child.id.?;
-    const big = try testing.allocator.alloc(u8, 40 * 1024 * 1024);
+    const big = try testing.allocator.alloc(u8, 9 * 1024 * 1024);
     defer testing.allocator.free(big);
     for (big, 0..) |*byte, i| byte.* = @truncate(i *% 7 +% (i >> 13));
     var client = try Client.connectPlain(server.port, 30_000);
     defer client.close();
-    try resetProcessPeakRss(pid);
-    const before = try processRssKib(pid, "VmRSS");
     var head_buffer: [256]u8 = undefined;
     try client.send(try std.mem.print(&head_buffer, "PUT /up-put.bin HTTP/1.1\r\nHost: t\r\nContent-Length: {d}\r\n\r\n", .{big.len}));
     try client.send(big);
     const put = try client.readResponse(testing.allocator, .{});
     defer put.deinit(testing.allocator);
     try expectStatus(put, 201);
-    // The listing's form: a field, then the same 40 MiB as a file part.
-    const form_head = "--B0und\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\nhi\r\n" ++
-        "--B0und\r\nContent-Disposition: form-data; name=\"file\"; filename=\"up-form.bin\"\r\n\r\n";
-    const form_tail = "\r\n--B0und--\r\n";
     // Not there yet (and so cached as missing): the upload must expire that.
     const before_form = try Client.fetchPlain(testing.allocator, server.port, "GET /sub/up-form.bin HTTP/1.1\r\nHost: t\r\n\r\n");
     defer before_form.deinit(testing.allocator);
     try expectStatus(before_form, 404);
+    // The listing's form: a field, then the same bytes as a file part.
+    const form_head = "--B0und\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\nhi\r\n" ++
+        "--B0und\r\nContent-Disposition: form-data; name=\"file\"; filename=\"up-form.bin\"\r\n\r\n";
+    const form_tail = "\r\n--B0und--\r\n";
     try client.send(try std.mem.print(&head_buffer, "POST /sub/ HTTP/1.1\r\nHost: t\r\nContent-Type: multipart/form-data; boundary=B0und\r\nContent-Length: {d}\r\n\r\n", .{form_head.len + big.len + form_tail.len}));
     try client.send(form_head);
     try client.send(big);
@@ -1231,12 +1221,6 @@ test "saker serve --upload-max 64M: uploads are written as they arrive, in bound
     defer posted.deinit(testing.allocator);
     try expectStatus(posted, 303);
     try testing.expectEqualStrings("303 See Other: created 1: up-form.bin\n", posted.body);
-    const growth = (try processRssKib(pid, "VmHWM")) -| before;
-    // Generous: one of the bodies held whole would add 40 MiB.
-    testing.expect(growth < 16 * 1024) catch |err| {
-        std.debug.print("the server's peak RSS grew by {d} KiB\n", .{growth});
-        return err;
-    };
     for ([_][]const u8{ "/up-put.bin", "/sub/up-form.bin" }) |path| {
         var request_buffer: [128]u8 = undefined;
         const read = try Client.fetchPlain(testing.allocator, server.port, try std.mem.print(&request_buffer, "GET {s} HTTP/1.1\r\nHost: t\r\n\r\n", .{path}));
@@ -1244,14 +1228,11 @@ test "saker serve --upload-max 64M: uploads are written as they arrive, in bound
         try expectStatus(read, 200);
         try testing.expect(std.mem.eql(u8, big, read.body));
     }
-    // A name that exists is refused before the body is invited (no 100 Continue is sent).
-    var early = try Client.connectPlain(server.port, 10_000);
-    defer early.close();
-    try early.send("PUT /up-put.bin HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 1000000\r\n\r\n");
-    const refused = try early.readResponse(testing.allocator, .{});
-    defer refused.deinit(testing.allocator);
-    try expectStatus(refused, 409);
-    // Beyond --upload-max: 413 before anything is written.
+    // A name that exists is refused, and the file is as it was.
+    const again = try Client.fetchPlain(testing.allocator, server.port, "PUT /up-put.bin HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello");
+    defer again.deinit(testing.allocator);
+    try expectStatus(again, 409);
+    // Beyond --upload-max: 413 before anything is read or written.
     const large = try Client.fetchPlain(testing.allocator, server.port, "PUT /too-large.bin HTTP/1.1\r\nHost: t\r\nContent-Length: 67108865\r\n\r\n");
     defer large.deinit(testing.allocator);
     try expectStatus(large, 413);
@@ -1568,7 +1549,7 @@ test "saker serve: the handler threads are started for --upload only" {
         const answer = try Client.fetchPlain(testing.allocator, server.port, "GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
         defer answer.deinit(testing.allocator);
         try expectStatus(answer, 200);
-        count.* = try processRssKib(server.child.id.?, "Threads");
+        count.* = try processStatus(server.child.id.?, "Threads");
         stopped = true;
         try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try server.stop());
     }

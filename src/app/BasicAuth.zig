@@ -17,7 +17,6 @@ const timing_safe = std.crypto.timing_safe;
 const Request = @import("../Request.zig");
 const Response = @import("../Response.zig");
 const Done = @import("../Done.zig");
-const BodyAction = @import("../Worker.zig").BodyAction;
 const sync = @import("../sync.zig");
 const fs = @import("static/fs.zig");
 
@@ -313,10 +312,7 @@ fn remember(auth: *BasicAuth, mac: *const [HmacSha256.mac_length]u8) void {
 /// `Handler` behind Basic authentication: a request without the credentials of a user of
 /// `auth` gets 401 and never reaches `inner.handle` (the inner handler's `onDone` still hears
 /// of it, so its access log has the line). Declares `mayBlock`, so that a request that needs a
-/// bcrypt runs on the server's handler pool; forwards `onHead`, `onTick`, `onDone` and
-/// `wantsDone`. A body is read only by `inner.handle`, after the check: a `Handler` that
-/// would take it through `onBody` gets 500 here (the Guard declares no `onBody`), so nothing
-/// of it reaches `Handler` unchecked; `.reader` and `.buffer` are fine.
+/// bcrypt runs on the server's handler pool; forwards `onTick`, `onDone` and `wantsDone`.
 pub fn Guard(comptime Handler: type) type {
     return struct {
         inner: *Handler,
@@ -329,11 +325,6 @@ pub fn Guard(comptime Handler: type) type {
                 .allowed => return self.inner.handle(req, res),
                 .denied => try self.auth.refuse(res),
             }
-        }
-
-        pub fn onHead(self: *Self, req: *Request, res: *Response) !BodyAction {
-            if (@hasDecl(Handler, "onHead")) return self.inner.onHead(req, res);
-            return .buffer;
         }
 
         pub fn mayBlock(self: *const Self, req: *const Request) bool {

@@ -51,7 +51,6 @@ const health = @import("health.zig");
 const FileCache = @import("static/FileCache.zig");
 const CompressedCache = @import("static/CompressedCache.zig");
 const compress = @import("../compress.zig");
-const BodyAction = @import("../Worker.zig").BodyAction;
 
 const StaticFiles = @This();
 
@@ -86,10 +85,10 @@ pub const Options = struct {
     /// and a directory's listing offers a form whose POST (multipart/form-data) adds its
     /// files to that directory (303 back to the listing). An existing name is 409 and is
     /// never overwritten, a missing directory 409/404. Each file appears whole or not at all
-    /// (`fs.Upload`). Bodies are written as they arrive, never held whole, on a thread that
-    /// may block (the server's handler pool on an event loop, started for it); the size limit
-    /// is the server's `streamed_body_bytes_max` (413 beyond). Off: PUT and POST are 405 like
-    /// any method but GET and HEAD.
+    /// (`fs.Upload`), written and synced on a thread that may block (the server's handler pool
+    /// on an event loop, started for it). The size limit is the server's `body_bytes_max`
+    /// (413 beyond): a body is buffered whole before it is written. Off: PUT and POST are 405
+    /// like any method but GET and HEAD.
     upload: bool = false,
     /// With `upload`: an upload may replace an existing file (PUT answers 204 then), swapped
     /// for the new one in one step, never seen half-written. A PUT with `If-None-Match: *`
@@ -333,8 +332,8 @@ fn cacheEntriesFor(options: Options) u32 {
 /// The handler's entry point.
 pub fn handle(sf: *StaticFiles, req: *Request, res: *Response) !void {
     if (sf.isUpload(req)) {
-        // Without the worker's state: the body comes through the engine's loop, which may
-        // wait for that state meanwhile (another request, `onDone`).
+        // Without the worker's state: writing and syncing a large file takes a while, and the
+        // engine's loop needs that state meanwhile (another request, `onDone`).
         if (try sf.applyCors(req, res)) return;
         return if (req.method == .PUT) sf.serveUpload(req, res) else sf.serveUploadForm(req, res);
     }
@@ -358,15 +357,8 @@ fn isUpload(sf: *const StaticFiles, req: *const Request) bool {
     return sf.options.upload and (req.method == .PUT or req.method == .POST);
 }
 
-/// Uploads are read as they arrive (`req.bodyReader()`), never held whole; every other body is
-/// buffered as usual.
-pub fn onHead(sf: *StaticFiles, req: *Request, res: *Response) !BodyAction {
-    _ = res;
-    return if (sf.isUpload(req)) .reader else .buffer;
-}
-
-/// Uploads wait for their bodies and write and sync files: on an event loop they run on the
-/// handler pool.
+/// Uploads write and sync files: on an event loop they run on the handler pool, once their
+/// body is in (no thread waits for a slow client).
 pub fn mayBlock(sf: *const StaticFiles, req: *const Request) bool {
     return sf.isUpload(req);
 }
@@ -462,7 +454,7 @@ fn respond(sf: *StaticFiles, state: *WorkerState, req: *Request, res: *Response,
     }
 }
 
-/// PUT with `upload`: the body becomes a new file at the request's path, written as it arrives.
+/// PUT with `upload`: the body becomes a new file at the request's path.
 fn serveUpload(sf: *StaticFiles, req: *Request, res: *Response) !void {
     const buffer = try req.arena.alloc(u8, req.path.len);
     const resolved = url_path.resolve(req.path, buffer) catch
@@ -485,10 +477,10 @@ fn serveUpload(sf: *StaticFiles, req: *Request, res: *Response) !void {
     else
         "409 Conflict: the file exists (uploads never overwrite without --upload-overwrite)\n";
     const exists_status: http.Status = if (only_new) .precondition_failed else .conflict;
-    // Refused before the body is read (a client that sent `Expect: 100-continue` never sends
-    // it); the file's naming still decides, should the name appear meanwhile.
+    // Refused before anything is written; the file's naming still decides, should the name
+    // appear meanwhile.
     if (existing == .keep and fs.exists(dir, name)) return plain(res, exists_status, exists_answer);
-    const done = receiveFile(req, dir, name, existing) catch |err| return switch (err) {
+    const done = writeFile(dir, name, req.body(), existing) catch |err| return switch (err) {
         error.Exists => if (existing == .replace)
             plain(res, .conflict, "409 Conflict: a directory has that name\n")
         else
@@ -496,8 +488,6 @@ fn serveUpload(sf: *StaticFiles, req: *Request, res: *Response) !void {
         error.NoSpace => plain(res, .insufficient_storage, "507 Insufficient Storage\n"),
         error.AccessDenied => plain(res, .forbidden, "403 Forbidden: the directory is not writable\n"),
         error.SystemResources => plain(res, .service_unavailable, "503 Service Unavailable\n"),
-        // The server answers a body that failed (413, 400, 408) from `req.bodyReadFailure()`.
-        error.ReadFailed, error.BodyReaderUnavailable, error.OutOfMemory => err,
         error.Unsupported, error.Unexpected => error.UploadFailed,
     };
     sf.expireCached(resolved.relative);
@@ -519,26 +509,18 @@ fn expireCached(sf: *StaticFiles, relative: []const u8) void {
     }
 }
 
-/// Writes the request body, read as it arrives, to the new file `name` of `dir`.
-fn receiveFile(req: *Request, dir: fs.fd_t, name: [*:0]const u8, existing: fs.Existing) (fs.CreateError || Request.BodyReaderError || error{ReadFailed})!fs.Created {
+/// Writes `bytes` to the new file `name` of `dir`, all or nothing (`fs.Upload`).
+fn writeFile(dir: fs.fd_t, name: [*:0]const u8, bytes: []const u8, existing: fs.Existing) fs.CreateError!fs.Created {
     var upload: fs.Upload = try .open(dir);
     defer upload.close();
-    const reader = try req.bodyReader();
-    while (true) {
-        const chunk = reader.peekGreedy(1) catch |err| switch (err) {
-            error.EndOfStream => break,
-            error.ReadFailed => return error.ReadFailed,
-        };
-        try upload.write(chunk);
-        reader.toss(chunk.len);
-    }
+    try upload.write(bytes);
     return upload.finish(dir, name, existing);
 }
 
 /// POST with `upload` to a directory's URL: the files of a multipart/form-data body (the
-/// listing's form) become new files in that directory, in order, each written as it arrives;
-/// then 303 back to the listing. A file that cannot be created stops there (409 for a name
-/// that exists), and the answer says which were created before it.
+/// listing's form) become new files in that directory, in order; then 303 back to the
+/// listing. A file that cannot be created stops there (409 for a name that exists), and the
+/// answer says which were created before it.
 fn serveUploadForm(sf: *StaticFiles, req: *Request, res: *Response) !void {
     const buffer = try req.arena.alloc(u8, req.path.len);
     const resolved = url_path.resolve(req.path, buffer) catch
@@ -550,58 +532,32 @@ fn serveUploadForm(sf: *StaticFiles, req: *Request, res: *Response) !void {
     const dir = (openDirectory(sf, res, dir_path, .not_found, "404 Not Found\n") catch
         return error.UploadFailed) orelse return;
     defer fs.close(dir);
-    // The whole body is held to `streamed_body_bytes_max` by the server: no limit per part.
-    var parser = req.multipartParser(.{ .part_bytes_max = std.math.maxInt(u64) }) catch |err| return switch (err) {
+    var reader = req.multipart(.{}) catch |err| return switch (err) {
         error.UnsupportedMediaType => plain(res, .unsupported_media_type, "415 Unsupported Media Type: post multipart/form-data\n"),
         error.OutOfMemory => error.OutOfMemory,
         else => plain(res, .bad_request, "400 Bad Request: malformed multipart body\n"),
     };
     const existing: fs.Existing = if (sf.options.upload_overwrite) .replace else .keep;
-    var form: Form = .{ .dir = dir, .existing = existing };
-    defer if (form.upload) |*upload| upload.close();
-    const reader = try req.bodyReader();
-    read: while (true) {
-        const chunk = reader.peekGreedy(1) catch |err| switch (err) {
-            error.EndOfStream => break,
-            error.ReadFailed => return error.ReadFailed,
-        };
-        var input = chunk;
-        while (true) {
-            const step = parser.feed(input) catch |err| return switch (err) {
-                error.MultipartPartTooLarge, error.MultipartTooManyParts, error.MultipartHeadersTooLarge => plain(res, .content_too_large, "413 Content Too Large\n"),
-                error.InvalidMultipart => plain(res, .bad_request, "400 Bad Request: malformed multipart body\n"),
-            };
-            input = input[step.consumed..];
-            switch (step.event) {
-                .need_more => break,
-                .part => |part| {
-                    assert(form.upload == null); // each part ends before the next
-                    const sent_name = part.filename orelse continue; // a field, not a file
-                    const name = uploadName(sent_name, sf.options.dotfiles) orelse
-                        return plain(res, .bad_request, "400 Bad Request: a file name must be one plain path segment\n");
-                    form.name = try req.arena.dupeSentinel(u8, name, 0);
-                    if (existing == .keep and fs.exists(dir, form.name)) return form.refuse(res, error.Exists);
-                    form.upload = fs.Upload.open(dir) catch |err| return form.refuse(res, err);
-                },
-                .data => |bytes| if (form.upload) |*upload| upload.write(bytes) catch |err| return form.refuse(res, err),
-                .part_end => if (form.upload) |*upload| {
-                    _ = upload.finish(dir, form.name, existing) catch |err| return form.refuse(res, err);
-                    upload.close();
-                    form.upload = null;
-                    const relative = if (dir_path.len == 0)
-                        form.name
-                    else
-                        try std.fmt.allocPrint(req.arena, "{s}/{s}", .{ dir_path, form.name });
-                    sf.expireCached(relative);
-                    try form.created.print(req.arena, " {s}", .{form.name});
-                    form.count += 1;
-                },
-                .end => break :read,
-            }
-        }
-        reader.toss(chunk.len);
+    var form: Form = .{ .existing = existing };
+    while (true) {
+        const entry = (reader.next() catch |err| return switch (err) {
+            error.MultipartPartTooLarge, error.MultipartTooManyParts, error.MultipartHeadersTooLarge => plain(res, .content_too_large, "413 Content Too Large\n"),
+            error.InvalidMultipart => plain(res, .bad_request, "400 Bad Request: malformed multipart body\n"),
+        }) orelse break;
+        const sent_name = entry.part.filename orelse continue; // a field, not a file
+        const name = uploadName(sent_name, sf.options.dotfiles) orelse
+            return plain(res, .bad_request, "400 Bad Request: a file name must be one plain path segment\n");
+        form.name = try req.arena.dupeSentinel(u8, name, 0);
+        if (existing == .keep and fs.exists(dir, form.name)) return form.refuse(res, error.Exists);
+        _ = writeFile(dir, form.name, entry.data, existing) catch |err| return form.refuse(res, err);
+        const relative = if (dir_path.len == 0)
+            form.name
+        else
+            try std.fmt.allocPrint(req.arena, "{s}/{s}", .{ dir_path, form.name });
+        sf.expireCached(relative);
+        try form.created.print(req.arena, " {s}", .{form.name});
+        form.count += 1;
     }
-    if (!parser.done()) return plain(res, .bad_request, "400 Bad Request: malformed multipart body\n");
     if (form.count == 0) return plain(res, .bad_request, "400 Bad Request: the form holds no file\n");
     try res.header("Location", req.path);
     res.status = .see_other;
@@ -611,10 +567,7 @@ fn serveUploadForm(sf: *StaticFiles, req: *Request, res: *Response) !void {
 
 /// Where a posted form's upload is: the file being written and those created before it.
 const Form = struct {
-    dir: fs.fd_t,
     existing: fs.Existing,
-    /// The file of the current part, until it is named.
-    upload: ?fs.Upload = null,
     name: [:0]const u8 = "",
     created: std.ArrayList(u8) = .empty,
     count: usize = 0,
