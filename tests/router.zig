@@ -929,7 +929,7 @@ test "bodyReader: 100 Continue is sent when the reader is first used, not before
     }
 }
 
-test "bodyReader: too large (413), bad framing (400), too slow (408), and a client gone mid-body" {
+test "bodyReader: too large (413), bad framing (400), slow but steady (200), stalled (408), and a client gone mid-body" {
     for (usable(&engines)) |kind| {
         errdefer std.debug.print("engine {t}\n", .{kind});
         var app: PullApp = .{};
@@ -968,6 +968,21 @@ test "bodyReader: too large (413), bad framing (400), too slow (408), and a clie
             defer r.deinit(testing.allocator);
             try testing.expectEqual(@as(u16, 400), r.status);
             try testing.expectEqual(@as(u32, 1), app.failed(.malformed));
+        }
+        {
+            // A body that keeps coming, slowly: body_timeout_ms bounds the time without
+            // progress, not the whole body (6 bytes 250 ms apart take 1.5 s).
+            var client = try Client.connect(running.port(), 10_000);
+            defer client.close();
+            try client.send("POST /read HTTP/1.1\r\nHost: t\r\nContent-Length: 6\r\n\r\n");
+            for ("slowly") |byte| {
+                sleepMs(250);
+                try client.send(&.{byte});
+            }
+            const r = try client.readResponse(testing.allocator, .{});
+            defer r.deinit(testing.allocator);
+            try expectBody(r, 200, "slowly");
+            try testing.expectEqual(@as(u32, 0), app.failed(.timeout));
         }
         {
             // The rest of the body never comes: 408 once body_timeout_ms has passed.

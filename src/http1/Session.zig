@@ -215,7 +215,13 @@ pub fn onWouldBlock(c: *Session) void {
 /// `n` bytes were read into `recvBuffer()`; 0 means the client closed its side.
 pub fn onRecv(c: *Session, n: usize) void {
     const x = c.exchange.?;
-    if (c.phase == .handling) return x.handoff.received(n);
+    if (c.phase == .handling) {
+        // Bytes for a body read the handler waits for: like any body's, its timeout counts
+        // the time without progress (the handler's thread waits on it, and reads it again
+        // only for its next read).
+        if (n > 0) c.deadlines().read_ms = c.worker().now_ms + c.worker().config.body_timeout_ms;
+        return x.handoff.received(n);
+    }
     if (n == 0) return c.onPeerClosed();
     switch (c.phase) {
         .idle => {
@@ -1022,6 +1028,10 @@ fn receivePulled(c: *Session, x: *Exchange, p: *Exchange.Pulled) error{Failed}!v
     };
     assert(n > 0 and n <= x.recv.len - x.recv_end);
     x.recv_end += @intCast(n);
+    // Without a handler pool the handler runs on the connection's own thread, which read the
+    // bytes itself: the next read gets a fresh no-progress timeout. (With the pool, the loop
+    // moved it when the bytes came, `onRecv`.)
+    if (c.worker().handler_pool == null) c.deadlines().read_ms = c.worker().now_ms + c.worker().config.body_timeout_ms;
 }
 
 /// Sends `100 Continue` through the sink, after earlier pipelined responses.
