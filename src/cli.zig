@@ -355,6 +355,8 @@ const tls_files = struct {
 pub fn parseExampleArgs(init: std.process.Init, config: *Config, comptime usage: []const u8) void {
     const args = init.minimal.args.toSlice(init.arena.allocator()) catch fatalUsage(init.io, "out of memory", usage);
     var diagnostic: Diagnostic = .{};
+    // `--limits`: listed once every other flag is applied.
+    var list_limits = false;
     var index: usize = 1;
     while (index < args.len) {
         if (std.mem.eql(u8, args[index], "--help") or std.mem.eql(u8, args[index], "-h")) {
@@ -362,8 +364,9 @@ pub fn parseExampleArgs(init: std.process.Init, config: *Config, comptime usage:
             std.process.exit(0);
         }
         if (std.mem.eql(u8, args[index], "--limits")) {
-            printLimits(init.io, config);
-            std.process.exit(0);
+            list_limits = true;
+            index += 1;
+            continue;
         }
         const applied = applyServerFlag(config, args, &index, &diagnostic) catch
             fatalUsage(init.io, diagnostic.message, usage);
@@ -371,6 +374,10 @@ pub fn parseExampleArgs(init: std.process.Init, config: *Config, comptime usage:
             diagnostic.set("unknown argument '{s}'", .{args[index]});
             fatalUsage(init.io, diagnostic.message, usage);
         }
+    }
+    if (list_limits) {
+        printLimits(init.io, config);
+        std.process.exit(0);
     }
     finishServerFlags(config, &diagnostic) catch fatalUsage(init.io, diagnostic.message, usage);
 }

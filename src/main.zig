@@ -136,6 +136,8 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
     parsed.config.cork_file_bytes_max = 256 * 1024;
     var directory: ?[]const u8 = null;
     var metrics_text: ?[]const u8 = null;
+    // `--limits`: listed once every other flag is applied.
+    var list_limits = false;
     var diagnostic: saker.cli.Diagnostic = .{};
     var index: usize = 0;
     while (index < args.len) {
@@ -145,8 +147,9 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
             std.process.exit(0);
         }
         if (std.mem.eql(u8, arg, "--limits")) {
-            saker.cli.printLimits(io, &parsed.config);
-            std.process.exit(0);
+            list_limits = true;
+            index += 1;
+            continue;
         }
         const applied = saker.cli.applyServerFlag(&parsed.config, args, &index, &diagnostic) catch
             fatal(io, "{s}", .{diagnostic.message});
@@ -226,6 +229,10 @@ fn parseServe(io: std.Io, args: []const []const u8) ServeArgs {
     const arena_needed = parsed.config.arena_bytes + parsed.config.body_bytes_max;
     parsed.config.arena_request_bytes_max = @max(parsed.config.arena_request_bytes_max, arena_needed);
     parsed.config.overflow_bytes_max = @max(parsed.config.overflow_bytes_max, parsed.config.arena_request_bytes_max);
+    if (list_limits) {
+        saker.cli.printLimits(io, &parsed.config);
+        std.process.exit(0);
+    }
     parsed.static.root = directory orelse ".";
     if (metrics_text) |text| parsed.metrics = parseMetricsAddress(text, parsed.config.host) orelse
         fatal(io, "--metrics '{s}': not PORT, HOST:PORT or [IPv6]:PORT", .{text});

@@ -1277,7 +1277,8 @@ test "saker serve --limit: the limits named take effect (414 past the request li
 }
 
 test "saker serve --limits: every limit with its value, exit 0" {
-    const result = try runCli(&.{ "serve", "--limit", "connections_max=123", "--limits" });
+    // `--limits` shows the flags around it, those after it too.
+    const result = try runCli(&.{ "serve", "--limit", "connections_max=123", "--limits", "--limit", "idle_timeout_ms=5s" });
     defer testing.allocator.free(result.stderr);
     defer testing.allocator.free(result.stdout);
     try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, result.term);
@@ -1285,7 +1286,8 @@ test "saker serve --limits: every limit with its value, exit 0" {
     try testing.expect(std.mem.find(u8, result.stdout, "\n  connections_max = 123\n") != null);
     // saker serve's own defaults, not Config's.
     try testing.expect(std.mem.find(u8, result.stdout, "\n  unsent_bytes_max = 65536\n") != null);
-    try testing.expect(std.mem.find(u8, result.stdout, "\n  idle_timeout_ms = 60000\n") != null);
+    try testing.expect(std.mem.find(u8, result.stdout, "\n  idle_timeout_ms = 5000\n") != null);
+    try testing.expect(std.mem.find(u8, result.stdout, "\n  header_timeout_ms = 10000\n") != null);
     try testing.expect(std.mem.find(u8, result.stdout, "port") == null);
 }
 
