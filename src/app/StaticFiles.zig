@@ -565,7 +565,7 @@ fn serveUploadForm(sf: *StaticFiles, req: *Request, res: *Response) !void {
     try res.print("303 See Other: created {d}:{s}\n", .{ form.count, form.created.items });
 }
 
-/// Where a posted form's upload is: the file being written and those created before it.
+/// Where a posted form's upload is: the name of its current file, and the files created before it.
 const Form = struct {
     existing: fs.Existing,
     name: [:0]const u8 = "",
