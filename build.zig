@@ -88,6 +88,18 @@ pub fn build(b: *std.Build) void {
 
     // Tests: unit tests beside the code, and the integration suite over real sockets.
     const test_step = b.step("test", "Run unit and integration tests");
+    // The server bench/h2-settings/run builds for itself: compiled with the tests too, so that
+    // it keeps up with the library between the runs of that benchmark.
+    const h2_settings_server = b.addExecutable(.{
+        .name = "h2-settings-server",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("bench/h2-settings/server.zig"),
+            .target = target,
+            .optimize = optimize,
+            .imports = &.{.{ .name = "saker", .module = saker }},
+        }),
+    });
+    test_step.dependOn(&h2_settings_server.step);
     const saker_import: std.Build.Module.Import = .{ .name = "saker", .module = saker };
     // A test binary of its own for each suite, with the same target, mode and filters.
     const Suite = struct {
