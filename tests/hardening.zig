@@ -12,6 +12,7 @@ const build_options = @import("build_options");
 const Client = @import("Client.zig");
 const sleepMs = @import("clock.zig").sleepMs;
 const nowUs = @import("clock.zig").nowUs;
+const proc_status = @import("proc_status.zig");
 
 const all_engines = [_]saker.engine.Kind{ .blocking, .thread_per_connection, .worker_pool, .epoll, .io_uring };
 
@@ -406,27 +407,17 @@ test "slowhttptest: slowloris, slow body and slow read leave the service availab
 }
 
 fn rssKib(pid: linux.pid_t) !u64 {
-    return statusField(pid, "VmRSS:");
-}
-
-/// A number from /proc/PID/status (`field` with its colon).
-fn statusField(pid: linux.pid_t, field: []const u8) !u64 {
-    var path: [64]u8 = undefined;
-    var buffer: [4096]u8 = undefined;
-    const text = try std.Io.Dir.cwd().readFile(testing.io, try std.mem.print(&path, "/proc/{d}/status", .{pid}), &buffer);
-    const at = std.mem.find(u8, text, field) orelse return error.NoField;
-    var fields = std.mem.tokenizeAny(u8, text[at + field.len ..], " \t\n");
-    return std.fmt.parseInt(u64, fields.next().?, 10);
+    return proc_status.number(pid, "VmRSS");
 }
 
 /// Waits (up to 5 s) until the process's thread count has held still for 100 ms: a
 /// connection thread still exiting when RSS is read would count its stack as growth.
 fn waitForThreadsSettled(pid: linux.pid_t) !void {
-    var last = try statusField(pid, "Threads:");
+    var last = try proc_status.number(pid, "Threads");
     var same: u32 = 0;
     for (0..500) |_| {
         try testing.io.sleep(.fromMilliseconds(10), .awake);
-        const now = try statusField(pid, "Threads:");
+        const now = try proc_status.number(pid, "Threads");
         same = if (now == last) same + 1 else 0;
         if (same == 10) return;
         last = now;

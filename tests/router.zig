@@ -11,6 +11,7 @@ const arena_example = @import("arena_example");
 const router_example = @import("router_example");
 const Client = @import("Client.zig");
 const sleepMs = @import("clock.zig").sleepMs;
+const proc_status = @import("proc_status.zig");
 
 /// The engines every scenario runs on.
 const engines = [_]saker.engine.Kind{ .blocking, .thread_per_connection, .worker_pool, .epoll, .io_uring };
@@ -671,17 +672,7 @@ test "EventStream: a client that disconnects is noticed (ClientGone); event loop
 /// The server's resident memory now and at its peak since `resetPeakRss` (KiB; the server
 /// runs in this process).
 fn rssKib(field: []const u8) !u64 {
-    var buffer: [4096]u8 = undefined;
-    const fd = try std.posix.openat(std.posix.AT.FDCWD, "/proc/self/status", .{}, 0);
-    defer _ = linux.close(fd);
-    const n = try std.posix.read(fd, &buffer);
-    var lines = std.mem.splitScalar(u8, buffer[0..n], '\n');
-    while (lines.next()) |line| {
-        if (!std.mem.startsWith(u8, line, field)) continue;
-        const value = std.mem.trim(u8, line[field.len..], " \t:kB");
-        return std.fmt.parseInt(u64, value, 10);
-    }
-    return error.NoSuchField;
+    return proc_status.number(null, field);
 }
 
 /// Makes the peak resident size (VmHWM) start again from the current one.

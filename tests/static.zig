@@ -13,6 +13,7 @@ const build_options = @import("build_options");
 const Client = @import("Client.zig");
 const sleepMs = @import("clock.zig").sleepMs;
 const nowUs = @import("clock.zig").nowUs;
+const proc_status = @import("proc_status.zig");
 const skipWithout = @import("engines.zig").skipWithout;
 
 const engines = [_]saker.engine.Kind{ .blocking, .thread_per_connection, .worker_pool, .epoll, .io_uring };
@@ -1169,22 +1170,6 @@ test "saker serve --upload --upload-max 1K: a PUT within the limit is written, a
     try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try server.stop());
 }
 
-/// A number of `/proc/PID/status` (such as Threads).
-fn processStatus(pid: linux.pid_t, field: []const u8) !u64 {
-    var path_buffer: [64]u8 = undefined;
-    const path = try std.fmt.bufPrintSentinel(&path_buffer, "/proc/{d}/status", .{pid}, 0);
-    var buffer: [4096]u8 = undefined;
-    const fd = try std.posix.openat(std.posix.AT.FDCWD, path, .{}, 0);
-    defer _ = linux.close(fd);
-    const n = try std.posix.read(fd, &buffer);
-    var lines = std.mem.splitScalar(u8, buffer[0..n], '\n');
-    while (lines.next()) |line| {
-        if (!std.mem.startsWith(u8, line, field)) continue;
-        return std.fmt.parseInt(u64, std.mem.trim(u8, line[field.len..], " \t:kB"), 10);
-    }
-    return error.NoSuchField;
-}
-
 test "saker serve --upload-max 64M: the server starts, and uploads above the 8 MiB default are written whole (PUT and the form)" {
     var fixture = try Fixture.create();
     defer fixture.destroy();
@@ -1551,7 +1536,7 @@ test "saker serve: the handler threads are started for --upload only" {
         const answer = try Client.fetchPlain(testing.allocator, server.port, "GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
         defer answer.deinit(testing.allocator);
         try expectStatus(answer, 200);
-        count.* = try processStatus(server.child.id.?, "Threads");
+        count.* = try proc_status.number(server.child.id.?, "Threads");
         stopped = true;
         try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try server.stop());
     }
